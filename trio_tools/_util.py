@@ -1,0 +1,36 @@
+"""Small internal helpers shared by the package's modules."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
+
+logger = logging.getLogger("trio_tools")
+
+
+class NoPublicConstructor(type):
+    """Metaclass for objects only the library creates (signals, views, tokens).
+
+    ``Cls(...)`` raises ``TypeError``; the library builds instances with ``Cls._create(...)``.
+    """
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} cannot be constructed directly; "
+            "the library creates it"
+        )
+
+    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc,no-any-return]
+
+
+def fix_module(namespace: dict[str, object], *names: str) -> None:
+    """Make reprs and tracebacks say ``trio_tools.X`` for the public names."""
+    for name in names:
+        obj = namespace[name]
+        if hasattr(obj, "__module__"):
+            with contextlib.suppress(AttributeError, TypeError):
+                obj.__module__ = "trio_tools"
