@@ -2,19 +2,101 @@
 
 Every tool call carries a required :class:`CancelSignal` owned by its caller; the registry
 binds it onto Trio cancel scopes, awaits started work to quiescence, and returns exactly one
-frozen :class:`ToolResult` per call.
+frozen :class:`ToolResult` per call, whose code says whether the body ran.
 """
 
+from ._decisions import Accept as Accept
+from ._decisions import Allow as Allow
+from ._decisions import ApprovalRequest as ApprovalRequest
+from ._decisions import Ask as Ask
+from ._decisions import Block as Block
+from ._decisions import Deny as Deny
+from ._decisions import PostDecision as PostDecision
+from ._decisions import PreDecision as PreDecision
+from ._execution import ExecutionToken as ExecutionToken
+from ._execution import ToolDispatchExecution as ToolDispatchExecution
+from ._execution import ToolExecution as ToolExecution
+from ._execution import ToolExecutionInput as ToolExecutionInput
+from ._execution import ToolRunContext as ToolRunContext
+from ._registry import AroundWrapper as AroundWrapper
+from ._registry import Registration as Registration
+from ._registry import ToolRegistry as ToolRegistry
+from ._results import BLOCKED as BLOCKED
+from ._results import DENIED as DENIED
+from ._results import FINALIZE_FAILED as FINALIZE_FAILED
+from ._results import INVALID_ARGS as INVALID_ARGS
+from ._results import NOT_JSON as NOT_JSON
+from ._results import POST_EXECUTE_FAILED as POST_EXECUTE_FAILED
+from ._results import PRE_EXECUTE_FAILED as PRE_EXECUTE_FAILED
+from ._results import TOOL_ABORTED as TOOL_ABORTED
+from ._results import TOOL_ABORTED_BEFORE_DISPATCH as TOOL_ABORTED_BEFORE_DISPATCH
+from ._results import TOOL_FAILED as TOOL_FAILED
+from ._results import TOOL_TIMEOUT as TOOL_TIMEOUT
+from ._results import UNKNOWN_TOOL as UNKNOWN_TOOL
+from ._results import WRAPPER_FAILED as WRAPPER_FAILED
+from ._results import AdditionalContext as AdditionalContext
+from ._results import ContentBlock as ContentBlock
+from ._results import ErrorInfo as ErrorInfo
+from ._results import Halt as Halt
+from ._results import ImageBlock as ImageBlock
+from ._results import TextBlock as TextBlock
+from ._results import ToolOutput as ToolOutput
+from ._results import ToolResult as ToolResult
 from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
 from ._signal import open_signal as open_signal
+from ._tool import ToolDefinition as ToolDefinition
+from ._tool import ToolSchema as ToolSchema
+from ._tool import define_tool as define_tool
+from ._timeout import timeout_policy as timeout_policy
 from ._util import fix_module as _fix_module
 
 __all__ = [
+    "BLOCKED",
+    "DENIED",
+    "FINALIZE_FAILED",
+    "INVALID_ARGS",
+    "NOT_JSON",
+    "POST_EXECUTE_FAILED",
+    "PRE_EXECUTE_FAILED",
+    "TOOL_ABORTED",
+    "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_FAILED",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "WRAPPER_FAILED",
+    "Accept",
+    "AdditionalContext",
+    "Allow",
+    "ApprovalRequest",
+    "AroundWrapper",
+    "Ask",
+    "Block",
     "CancelReason",
     "CancelSignal",
     "CancelSource",
+    "ContentBlock",
+    "Deny",
+    "ErrorInfo",
+    "ExecutionToken",
+    "Halt",
+    "ImageBlock",
+    "PostDecision",
+    "PreDecision",
+    "Registration",
+    "TextBlock",
+    "ToolDefinition",
+    "ToolDispatchExecution",
+    "ToolExecution",
+    "ToolExecutionInput",
+    "ToolOutput",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRunContext",
+    "ToolSchema",
+    "define_tool",
+    "timeout_policy",
     "open_signal",
 ]
 

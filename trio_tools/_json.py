@@ -1,0 +1,152 @@
+"""Lossless JSON snapshots: validate and deep-freeze JSON-like values in one pass.
+
+Accepted are exactly ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` /
+``tuple`` and ``dict`` with ``str`` keys (exact types, no subclasses), and the library's own
+:class:`FrozenDict`.  Arrays freeze to ``tuple``, objects to :class:`FrozenDict`.  The walk is
+iterative (no ``RecursionError``), reads every value once, never mutates the caller's object,
+and rejects cycles and nesting deeper than :data:`MAX_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+__all__ = ["MAX_DEPTH", "FrozenDict", "NotJSONError", "freeze", "to_compact_json"]
+
+#: Deepest accepted nesting of arrays and objects.  Deeper values are rejected as not
+#: losslessly JSON: Python's own ``==``, ``hash``, ``repr`` and ``json`` recurse on nested
+#: containers, so a frozen value deeper than this could not be compared or encoded safely.
+MAX_DEPTH = 512
+
+
+class NotJSONError(TypeError):
+    """A value is not losslessly JSON-serializable."""
+
+
+class FrozenDict(dict[str, Any]):
+    """An immutable, hashable ``dict`` holding frozen JSON values.
+
+    It subclasses ``dict`` so that it is a real mapping to every consumer (``json``,
+    ``msgspec``, ``isinstance(x, dict)``) while every mutating method raises ``TypeError``.
+    """
+
+    __slots__ = ("_hash",)
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            return self._hash  # type: ignore[has-type,no-any-return]
+        except AttributeError:
+            self._hash: int = hash(frozenset(self.items()))
+            return self._hash
+
+    def _immutable(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("frozen JSON objects are immutable")
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable  # type: ignore[assignment]
+    clear = _immutable
+    pop = _immutable  # type: ignore[assignment]
+    popitem = _immutable
+    setdefault = _immutable  # type: ignore[assignment]
+    update = _immutable  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenDict:
+        return self
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+_ARRAYS = (list, tuple)
+
+
+def _reject(why: str) -> NoReturn:
+    raise NotJSONError(why)
+
+
+def freeze(value: object) -> object:
+    """Return a deep-frozen lossless JSON snapshot of ``value``.
+
+    Raises:
+        NotJSONError: ``value`` holds anything but exact JSON types, a non-finite float, a
+            non-``str`` key, a cycle, or nesting deeper than :data:`MAX_DEPTH`.
+    """
+    kind = type(value)
+    if kind in _SCALARS or kind is FrozenDict:
+        return value
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            _reject(f"non-finite float {value!r}")
+        return value
+    if kind is not dict and kind is not list and kind is not tuple:
+        _reject(f"{kind.__name__} is not a JSON type")
+    return _freeze_container(value)
+
+
+def _freeze_container(root: object) -> object:
+    # Each frame: [the original container, its item iterator, the frozen items so far, whether
+    # it is an object, the key of the child being frozen].  Post-order: a container is built
+    # once all of its children are frozen.
+    stack: list[list[Any]] = []
+    on_path: set[int] = set()
+
+    def push(container: Any) -> None:
+        if id(container) in on_path:
+            _reject("cycle")
+        if len(stack) >= MAX_DEPTH:
+            _reject(f"nesting deeper than {MAX_DEPTH}")
+        is_object = type(container) is dict
+        items: Iterator[Any] = iter(container.items() if is_object else container)
+        on_path.add(id(container))
+        stack.append([container, items, [], is_object, None])
+
+    push(root)
+    while True:
+        frame = stack[-1]
+        items = frame[1]
+        out: list[Any] = frame[2]
+        is_object: bool = frame[3]
+        descended = False
+        for item in items:
+            if is_object:
+                key, child = item
+                if type(key) is not str:
+                    _reject(f"object key {key!r} is not a str")
+            else:
+                key, child = None, item
+            kind = type(child)
+            if kind in _SCALARS or kind is FrozenDict:
+                pass
+            elif kind is float:
+                if not math.isfinite(child):
+                    _reject(f"non-finite float {child!r}")
+            elif kind is dict or kind is list or kind is tuple:
+                frame[4] = key
+                push(child)
+                descended = True
+                break
+            else:
+                _reject(f"{kind.__name__} is not a JSON type")
+            out.append((key, child) if is_object else child)
+        if descended:
+            continue
+        stack.pop()
+        on_path.discard(id(frame[0]))
+        built: object = FrozenDict(out) if is_object else tuple(out)
+        if not stack:
+            return built
+        parent = stack[-1]
+        parent[2].append((parent[4], built) if parent[3] else built)
+
+
+def to_compact_json(value: object) -> str:
+    """Encode a frozen JSON value compactly (``separators=(",", ":")``)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,836 @@
+"""The tool registry and the pipeline every call goes through.
+
+:meth:`ToolRegistry.execute` is the whole contract in one function, read top to bottom:
+entry, pre-aborted check, resolution, the gate (pre-execute, guards, approval) under the
+caller's signal, the around-execute chain ending in dispatch (the body under the fused
+signal, in its own nursery), post-execute, then finish and publish.  Each stage is a method
+named for it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar, final, overload
+
+import attrs
+import trio
+
+from ._decisions import (
+    Accept,
+    Allow,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Ask,
+    Block,
+    Deny,
+    PostDecision,
+    PreDecision,
+)
+from ._execution import (
+    ToolDispatchExecution,
+    ToolExecution,
+    ToolExecutionInput,
+    ToolRunContext,
+    _Run,
+)
+from ._json import NotJSONError, freeze, to_compact_json
+from ._results import (
+    BLOCKED,
+    DENIED,
+    FINALIZE_FAILED,
+    INVALID_ARGS,
+    NOT_JSON,
+    POST_EXECUTE_FAILED,
+    PRE_EXECUTE_FAILED,
+    TOOL_FAILED,
+    UNKNOWN_TOOL,
+    WRAPPER_FAILED,
+    ContentBlock,
+    ErrorInfo,
+    ImageBlock,
+    TextBlock,
+    ToolOutput,
+    ToolResult,
+    _content,
+    aborted,
+    error_result,
+    exception_message,
+    exception_result,
+)
+from ._signal import CancelSignal, _Link
+from ._tool import (
+    FinalizeContent,
+    ToolBody,
+    ToolDefinition,
+    ToolSchema,
+    _ToolDecorator,
+    define_tool,
+    parse_arguments,
+)
+from ._util import NoPublicConstructor, logger
+
+__all__ = [
+    "Approver",
+    "AroundWrapper",
+    "Guard",
+    "PostExecuteHook",
+    "PreExecuteHook",
+    "Registration",
+    "ResultObserver",
+    "ToolRegistry",
+]
+
+ArgsT = TypeVar("ArgsT")
+
+PreExecuteHook = Callable[
+    [ToolExecution, Callable[[], Awaitable[PreDecision]]], Awaitable[PreDecision]
+]
+"""``async hook(exec, call_next) -> Allow() | Deny(...) | Ask(...)``."""
+AroundWrapper = Callable[
+    [ToolDispatchExecution, Callable[[], Awaitable[ToolResult]]], Awaitable[ToolResult]
+]
+"""``async wrapper(exec, call_next) -> ToolResult``; may replace ``exec.signal``."""
+PostExecuteHook = Callable[
+    [ToolExecution, ToolResult, Callable[[], Awaitable[PostDecision]]], Awaitable[PostDecision]
+]
+"""``async hook(exec, result, call_next) -> Accept(...) | Block(...)``."""
+ResultObserver = Callable[[ToolExecution, ToolResult], Awaitable[None] | None]
+"""``observer(exec, result)``, sync or async; sees every call's one final result."""
+Guard = Callable[[ToolExecution], str | None]
+"""``guard(exec) -> reason | None``: synchronous; a reason denies the call."""
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
+"""``async approver(request) -> "granted" | "rejected" | "cancelled"``."""
+
+_ALLOW = Allow()
+_APPROVAL_ANSWERS = frozenset({"granted", "rejected", "cancelled"})
+
+
+class _FinalResult(Exception):
+    """Raised inside the pipeline for results that skip every later stage."""
+
+    def __init__(self, result: ToolResult) -> None:
+        self.result = result
+
+
+@final
+class Registration(metaclass=NoPublicConstructor):
+    """Undoes one registration: call it (idempotent), or use it as a context manager."""
+
+    __slots__ = ("_remove",)
+
+    def __init__(self, remove: Callable[[], None] | None) -> None:
+        self._remove = remove
+
+    def __repr__(self) -> str:
+        return f"<trio_tools.Registration {'active' if self.active else 'removed'}>"
+
+    @property
+    def active(self) -> bool:
+        """Whether the registration is still in effect."""
+        return self._remove is not None
+
+    def __call__(self) -> None:
+        """Remove the registration; later calls do nothing."""
+        remove, self._remove = self._remove, None
+        if remove is not None:
+            remove()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self()
+
+
+class _Stage:
+    """An ordered, copy-on-write list of one stage's callables (registration order).
+
+    Calls capture ``fns`` at entry, so (un)registering during a call affects later calls
+    only.  Each registration has its own key: the same function may be added twice.
+    """
+
+    __slots__ = ("_entries", "fns", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._entries: tuple[tuple[object, Any], ...] = ()
+        self.fns: tuple[Any, ...] = ()
+
+    def add(self, fn: object) -> Registration:
+        if not callable(fn):
+            raise TypeError(f"{self.name} must be callable, got {fn!r}")
+        key = object()
+        self._set((*self._entries, (key, fn)))
+
+        def remove() -> None:
+            self._set(tuple(entry for entry in self._entries if entry[0] is not key))
+
+        return Registration._create(remove)
+
+    def _set(self, entries: tuple[tuple[object, Any], ...]) -> None:
+        self._entries = entries
+        self.fns = tuple(fn for _, fn in entries)
+
+
+class _Once:
+    """``call_next`` of a middleware chain: may be called at most once."""
+
+    __slots__ = ("_args", "_step")
+
+    def __init__(self, step: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self._step: Callable[..., Awaitable[Any]] | None = step
+        self._args = args
+
+    def __call__(self) -> Awaitable[Any]:
+        step, self._step = self._step, None
+        if step is None:
+            raise RuntimeError("call_next() may be called only once")
+        return step(*self._args)
+
+
+def _split_failure(exc: BaseException) -> tuple[list[Exception], list[BaseException]]:
+    """Split an exception (group) into ordinary failures and everything else."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return ([exc], []) if isinstance(exc, Exception) else ([], [exc])
+    failures: list[Exception] = []
+    others: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(current.exceptions))
+        elif isinstance(current, Exception):
+            failures.append(current)
+        else:
+            others.append(current)
+    return failures, others
+
+
+def _failure_result(failures: list[Exception], default_code: str) -> ToolResult:
+    if len(failures) == 1:
+        return exception_result(failures[0], default_code)
+    # Several tasks of the call failed: none of them is "the" failure, so report them all.
+    codes = {getattr(f, "code", None) for f in failures}
+    code = codes.pop() if len(codes) == 1 else None
+    message = "; ".join(f"{type(f).__name__}: {exception_message(f)}" for f in failures)
+    return error_result(
+        "ExceptionGroup",
+        code if isinstance(code, str) else default_code,
+        f"{len(failures)} failures: {message}",
+    )
+
+
+def _denied(reason: str, halt: Any = None) -> ToolResult:
+    return error_result("ToolDeniedError", DENIED, reason, halt=halt)
+
+
+def _not_json_result(what: str) -> ToolResult:
+    return error_result("TypeError", NOT_JSON, f"tool {what} must be losslessly JSON-serializable")
+
+
+def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
+    """Content for a body's return value, or ``None`` when it is plain JSON data."""
+    if type(value) is str:
+        return (TextBlock(value),)
+    if isinstance(value, TextBlock | ImageBlock):
+        return (value,)
+    if isinstance(value, list | tuple):
+        if not value:
+            return ()
+        if all(isinstance(item, TextBlock | ImageBlock) for item in value):
+            return tuple(value)  # type: ignore[arg-type]
+    return None
+
+
+def _body_result(value: object) -> ToolResult:
+    """Turn what a body returned into a candidate result."""
+    content = _content_of(value)
+    if content is not None:
+        return ToolResult(content=content)
+    meta: object = None
+    if isinstance(value, ToolOutput):
+        meta = value.meta
+        content = _content_of(value.content)
+        if content is None:
+            raise TypeError(
+                f"ToolOutput.content must be a str or content blocks, got {value.content!r}"
+            )
+        return ToolResult(content=content, meta=meta)
+    try:
+        text = to_compact_json(freeze(value))
+    except NotJSONError:
+        return _not_json_result("result")
+    return ToolResult(content=(TextBlock(text),))
+
+
+class ToolRegistry:
+    """Tools and the policy stages around them; :meth:`execute` runs one call.
+
+    Middleware (pre-execute, around-execute, post-execute) runs in registration order, the
+    first registered outermost.  Every registration method returns a :class:`Registration`
+    that undoes it.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDefinition[Any]] = {}
+        self._pre = _Stage("a pre-execute hook")
+        self._around = _Stage("an around-execute wrapper")
+        self._post = _Stage("a post-execute hook")
+        self._observers = _Stage("a result observer")
+        self._guards = _Stage("a guard")
+        self._approver: Approver | None = None
+
+    def __repr__(self) -> str:
+        return f"<trio_tools.ToolRegistry with {len(self._tools)} tool(s)>"
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def register(self, definition: ToolDefinition[Any]) -> Registration:
+        """Register a tool.
+
+        Raises:
+            ValueError: a tool of that name is already registered.
+            TypeError: ``definition`` is not a :class:`ToolDefinition`.
+        """
+        if not isinstance(definition, ToolDefinition):
+            raise TypeError(f"register() takes a ToolDefinition, got {definition!r}")
+        name = definition.name
+        if name in self._tools:
+            raise ValueError(f"a tool named {name!r} is already registered")
+        self._tools[name] = definition
+
+        def remove() -> None:
+            if self._tools.get(name) is definition:
+                del self._tools[name]
+
+        return Registration._create(remove)
+
+    @overload
+    def tool(
+        self,
+        fn: ToolBody[ArgsT],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: type[ArgsT] | None = None,
+        timeout: float | None = None,
+        concurrency_safe: bool | Callable[[ArgsT], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> ToolDefinition[ArgsT]: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: type[Any] | None = None,
+        timeout: float | None = None,
+        concurrency_safe: bool | Callable[[Any], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> _ToolDecorator: ...
+
+    def tool(
+        self,
+        fn: ToolBody[Any] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: type[Any] | None = None,
+        timeout: float | None = None,
+        concurrency_safe: bool | Callable[[Any], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> ToolDefinition[Any] | _ToolDecorator:
+        """Decorator: :func:`define_tool` with the same options, then :meth:`register`."""
+
+        def build(body: ToolBody[Any]) -> ToolDefinition[Any]:
+            definition = define_tool(
+                body,
+                name=name,
+                description=description,
+                args=args,
+                timeout=timeout,
+                concurrency_safe=concurrency_safe,
+                finalize_content=finalize_content,
+            )
+            self.register(definition)
+            return definition
+
+        if fn is None:
+            return build  # type: ignore[return-value]
+        return build(fn)
+
+    def get(self, name: str) -> ToolDefinition[Any] | None:
+        """The registered definition called ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def schemas(self) -> tuple[ToolSchema, ...]:
+        """The model-facing schemas of every tool, in registration order."""
+        return tuple(definition.schema() for definition in self._tools.values())
+
+    def execution_mode(self, input: ToolExecutionInput) -> Literal["parallel", "exclusive"]:
+        """Whether ``input`` may run beside other calls: ``"parallel"`` only when the tool's
+        ``concurrency_safe`` is exactly ``True`` (or its callable returns exactly ``True``
+        for the parsed arguments); unknown tools, invalid arguments and a raising callable
+        give ``"exclusive"``."""
+        definition = self._tools.get(input.name)
+        if definition is None:
+            return "exclusive"
+        flag = definition.concurrency_safe
+        if flag is True or flag is False:
+            return "parallel" if flag else "exclusive"
+        try:
+            value, violations = parse_arguments(definition, freeze(input.arguments))
+            if violations:
+                return "exclusive"
+            return "parallel" if flag(value) is True else "exclusive"
+        except Exception:
+            logger.exception(
+                "concurrency_safe of tool %r raised; running it exclusively", input.name
+            )
+            return "exclusive"
+
+    # -- stages --------------------------------------------------------------------------
+
+    def add_pre_execute(self, hook: PreExecuteHook) -> Registration:
+        """Add ``async hook(exec, call_next) -> PreDecision`` to the pre-execute chain."""
+        return self._pre.add(hook)
+
+    def add_around_execute(self, wrapper: AroundWrapper) -> Registration:
+        """Add ``async wrapper(exec, call_next) -> ToolResult`` to the around-execute chain."""
+        return self._around.add(wrapper)
+
+    def add_post_execute(self, hook: PostExecuteHook) -> Registration:
+        """Add ``async hook(exec, result, call_next) -> PostDecision`` to post-execute."""
+        return self._post.add(hook)
+
+    def add_observer(self, observer: ResultObserver) -> Registration:
+        """Add a result observer: ``observer(exec, result)``, sync or async."""
+        return self._observers.add(observer)
+
+    def add_guard(self, guard: Guard) -> Registration:
+        """Add a synchronous ``guard(exec) -> reason | None``; runs after an ``Allow``."""
+        return self._guards.add(guard)
+
+    def set_approver(self, approver: Approver | None) -> Registration:
+        """Replace the approver (``None`` removes it); the registration restores nothing but
+        removes this approver if it is still the current one."""
+        if approver is not None and not callable(approver):
+            raise TypeError(f"an approver must be callable, got {approver!r}")
+        self._approver = approver
+
+        def remove() -> None:
+            if self._approver is approver:
+                self._approver = None
+
+        return Registration._create(remove)
+
+    # -- the pipeline --------------------------------------------------------------------
+
+    async def execute(self, input: ToolExecutionInput) -> ToolResult:
+        """Run one tool call through the pipeline and return its one frozen result.
+
+        The same result object is published to every result observer first.  Cancellation
+        of ``input.signal`` never raises: it becomes ``ABORTED`` (the body was invoked) or
+        ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a body that ignores
+        its signal keeps this call pending.
+
+        Raises:
+            trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
+                result was published before re-raising.
+            BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
+                publication.
+        """
+        run, execution, finalize = self._enter(input)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            try:
+                candidate = await self._run_stages(run, execution)
+            except _FinalResult as final:
+                candidate = final.result
+            if not run.body_invoked:
+                # The body's nursery was the schedule point on the dispatch path; every
+                # other path still owes the caller one.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        except BaseException:
+            # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
+            fallback = run.decided or aborted(
+                body_invoked=run.body_invoked,
+                additional_contexts=tuple(run.body_contexts),
+                halt=run.halt,
+            )
+            await self._publish(execution, self._finish(run, execution, fallback, finalize))
+            raise
+        result = self._finish(run, execution, candidate, finalize)
+        await self._publish(execution, result)
+        return result
+
+    def _enter(
+        self, input: ToolExecutionInput
+    ) -> tuple[_Run, ToolExecution, FinalizeContent | None]:
+        """Entry: mint the token, read each field once, resolve the definition, materialise."""
+        name = input.name
+        definition = self._tools.get(name)
+        run = _Run(
+            input.call_id,
+            name,
+            input.signal,
+            input.agent,
+            input.parent,
+            input.on_progress,
+            definition,
+        )
+        run.stages = (
+            self._pre.fns,
+            self._guards.fns,
+            self._approver,
+            self._around.fns,
+            self._post.fns,
+            self._observers.fns,
+        )
+        try:
+            run.arguments = freeze(input.arguments)
+        except NotJSONError:
+            run.decided = _not_json_result("execution arguments")
+        finalize = definition.finalize_content if definition is not None else None
+        return run, ToolExecution._create(run), finalize
+
+    async def _run_stages(self, run: _Run, execution: ToolExecution) -> ToolResult:
+        """Every stage between entry and finish, in order."""
+        # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage runs.
+        if run.decided is not None:
+            raise _FinalResult(run.decided)
+        if run.caller_signal.cancelled:
+            raise _FinalResult(aborted(body_invoked=False))
+        # 3. Unknown tool / invalid arguments skip straight to post-execute.
+        args, result = self._resolve(run)
+        if result is None:
+            # 4. The gate: pre-execute chain, guards, approval.
+            result = await self._gate(run, execution)
+        if result is None:
+            # 5. The around-execute chain, ending in dispatch of the body.
+            result = await self._around_execute(run, args)
+            result = self._cancellation_overrides(run, result)
+        # 6. Post-execute, then cancellation that arrived while it waited.
+        result = await self._post_execute(run, execution, result)
+        return self._cancellation_overrides(run, result)
+
+    def _resolve(self, run: _Run) -> tuple[Any, ToolResult | None]:
+        definition = run.definition
+        if definition is None:
+            return None, error_result(
+                "ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"'
+            )
+        args, violations = parse_arguments(definition, run.arguments)
+        if violations:
+            return None, error_result(
+                "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
+            )
+        return args, None
+
+    async def _gate(self, run: _Run, execution: ToolExecution) -> ToolResult | None:
+        """Pre-execute, guards and approval under the caller's signal.
+
+        Returns ``None`` to proceed, or the denial / before-dispatch abort that goes on to
+        post-execute.  A raising stage is final (``PRE_EXECUTE_FAILED``).
+        """
+        hooks, guards, approver = run.stages[0], run.stages[1], run.stages[2]
+        if not hooks and not guards:
+            return None
+        decided = False
+        outcome: ToolResult | None = None
+        try:
+            with run.caller_signal.open_scope():
+                outcome = await self._decide(run, execution, hooks, guards, approver)
+                decided = True
+        except Exception as exc:  # also a group left once the scope took its Cancelled
+            raise _FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
+        if not decided or (outcome is None and run.caller_signal.cancelled):
+            # Interrupted, or allowed only after the caller had cancelled: never dispatched.
+            return aborted(body_invoked=False)
+        return outcome
+
+    async def _decide(
+        self,
+        run: _Run,
+        execution: ToolExecution,
+        hooks: tuple[PreExecuteHook, ...],
+        guards: tuple[Guard, ...],
+        approver: Approver | None,
+    ) -> ToolResult | None:
+        decision: object = await _pre_chain(hooks, execution) if hooks else _ALLOW
+        if isinstance(decision, Allow):
+            for guard in guards:
+                reason = guard(execution)
+                if reason is not None:
+                    if not isinstance(reason, str):
+                        raise TypeError(f"guard {guard!r} returned {reason!r}, not a str or None")
+                    return _denied(reason)
+            return None
+        if isinstance(decision, Deny):
+            return _denied(decision.reason, decision.halt)
+        if not isinstance(decision, Ask):
+            raise TypeError(
+                f"pre-execute chain returned {decision!r}; expected Allow(), Deny() or Ask()"
+            )
+        name = run.name
+        if approver is None:
+            return _denied(f'tool "{name}" requires approval, but no approver is configured')
+        answer = await approver(ApprovalRequest(execution, decision.reason))
+        if answer == "granted":
+            return None
+        if answer == "rejected":
+            return _denied(f'the user rejected tool "{name}"')
+        if answer == "cancelled":
+            if run.caller_signal.cancelled:
+                return aborted(body_invoked=False)
+            return _denied(f'approval for tool "{name}" was cancelled')
+        raise TypeError(
+            f"approver returned {answer!r}; expected 'granted', 'rejected' or 'cancelled'"
+        )
+
+    async def _around_execute(self, run: _Run, args: Any) -> ToolResult:
+        """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
+        wrappers: tuple[AroundWrapper, ...] = run.stages[3]
+        try:
+            if not wrappers:
+                result = await self._dispatch(run, args)
+            else:
+                result = await _around_chain(
+                    wrappers, ToolDispatchExecution._create(run), run, self._dispatch, args
+                )
+        except Exception as exc:
+            raise _FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
+        finally:
+            run.dispatch_signal = run.caller_signal
+        return _with_body_contexts(run, result)
+
+    async def _dispatch(self, run: _Run, args: Any) -> ToolResult:
+        """Fuse the caller's and the wrapper's signals, then run the body to quiescence."""
+        wrapper_signal = run.dispatch_signal
+        link: _Link | None = None
+        if wrapper_signal is run.caller_signal:
+            fused = wrapper_signal
+        else:
+            link = _Link((run.caller_signal, wrapper_signal))
+            fused = link.signal
+        try:
+            if fused.cancelled:
+                return aborted(body_invoked=False)
+            return await self._invoke_body(run, fused, args)
+        finally:
+            if link is not None:
+                link.detach()
+            run.dispatch_signal = wrapper_signal
+
+    async def _invoke_body(self, run: _Run, fused: CancelSignal, args: Any) -> ToolResult:
+        definition = run.definition
+        assert definition is not None
+        failure: BaseException | None = None
+        value: object = None
+        run.body_invoked = True
+        run.progress_open = True
+        try:
+            with fused.open_scope() as scope:
+                async with trio.open_nursery() as nursery:
+                    value = await definition.execute(
+                        args, ToolRunContext._create(run, fused, nursery)
+                    )
+        except BaseException as exc:
+            failure = exc
+        finally:
+            run.progress_open = False
+            run.settled = True
+        contexts = tuple(run.body_contexts)
+        if failure is not None:
+            failures, others = _split_failure(failure)
+            if others:
+                # Not ours to turn into a result: ambient cancellation, KeyboardInterrupt...
+                if not failures and len(others) == 1 and not isinstance(others[0], trio.Cancelled):
+                    raise others[0] from None
+                raise failure
+            return attrs.evolve(
+                _failure_result(failures, TOOL_FAILED), additional_contexts=contexts
+            )
+        if scope.cancelled_caught or fused.cancelled:
+            return aborted(body_invoked=True, additional_contexts=contexts)
+        try:
+            result = _body_result(value)
+        except Exception as exc:
+            result = exception_result(exc, TOOL_FAILED)
+        if contexts:
+            result = attrs.evolve(result, additional_contexts=contexts)
+        return result
+
+    async def _post_execute(
+        self, run: _Run, execution: ToolExecution, result: ToolResult
+    ) -> ToolResult:
+        """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
+        hooks: tuple[PostExecuteHook, ...] = run.stages[4]
+        if not hooks:
+            return result
+        try:
+            decision: object = await _post_chain(hooks, execution, result)
+            if not isinstance(decision, Accept | Block):
+                raise TypeError(
+                    f"post-execute chain returned {decision!r}; expected Accept() or Block()"
+                )
+        except Exception as exc:
+            raise _FinalResult(exception_result(exc, POST_EXECUTE_FAILED)) from None
+        halt = result.halt if result.halt is not None else decision.halt
+        if isinstance(decision, Block):
+            feedback = decision.feedback
+            if isinstance(feedback, str):
+                content: tuple[ContentBlock, ...] = (TextBlock(feedback),)
+                message = feedback
+            else:
+                content = feedback
+                message = "\n".join(b.text for b in feedback if isinstance(b, TextBlock))
+            return ToolResult(
+                content=content,
+                is_error=True,
+                error=ErrorInfo(
+                    "ToolBlockedError",
+                    BLOCKED,
+                    message or "tool result blocked by post-execute policy",
+                ),
+                additional_contexts=decision.additional_contexts,
+                halt=halt,
+            )
+        if decision.content is None and not decision.additional_contexts and halt is result.halt:
+            return result
+        return attrs.evolve(
+            result,
+            content=result.content if decision.content is None else decision.content,
+            additional_contexts=result.additional_contexts + decision.additional_contexts,
+            halt=halt,
+        )
+
+    @staticmethod
+    def _cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
+        """Cancellation replaces only a non-error result, keeping its contexts and halt."""
+        if result.is_error or not run.caller_signal.cancelled:
+            return result
+        return aborted(
+            body_invoked=run.body_invoked,
+            additional_contexts=result.additional_contexts,
+            halt=result.halt,
+        )
+
+    @staticmethod
+    def _finish(
+        run: _Run,
+        execution: ToolExecution,
+        result: ToolResult,
+        finalize: FinalizeContent | None,
+    ) -> ToolResult:
+        """Snapshot the candidate losslessly, apply halt and conclusion, finalize content."""
+        halt = run.halt if run.halt is not None else result.halt
+        concludes = (run.concludes or result.concludes_turn) and not result.is_error
+        meta = result.meta
+        try:
+            meta = freeze(meta)
+        except NotJSONError:
+            result = attrs.evolve(
+                _not_json_result("result"), additional_contexts=result.additional_contexts
+            )
+            meta, concludes = None, False
+        if (
+            halt is not result.halt
+            or concludes is not result.concludes_turn
+            or meta is not result.meta
+        ):
+            result = attrs.evolve(result, halt=halt, concludes_turn=concludes, meta=meta)
+        if finalize is None:
+            return result
+        try:
+            content = finalize(execution, result)
+            if content is None:
+                return result
+            return attrs.evolve(result, content=_content(content))
+        except Exception as exc:
+            return attrs.evolve(
+                exception_result(exc, FINALIZE_FAILED),
+                additional_contexts=result.additional_contexts,
+                halt=halt,
+            )
+
+    @staticmethod
+    async def _publish(execution: ToolExecution, result: ToolResult) -> None:
+        """Give the one final result to every observer; raises are logged, never fatal."""
+        observers: tuple[ResultObserver, ...] = execution._run.stages[5]
+        if not observers:
+            return
+        # Observers are bookkeeping, not work: a cancelled caller must still record the
+        # one authoritative result, so they never see the caller's cancellation.
+        with trio.CancelScope(shield=True):
+            for observer in observers:
+                try:
+                    outcome = observer(execution, result)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    logger.exception("result observer %r raised", observer)
+
+
+def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
+    """Contexts deferred by the body always survive and come first."""
+    body = run.body_contexts
+    if not body:
+        return result
+    have = result.additional_contexts
+    if len(have) >= len(body) and all(a is b for a, b in zip(body, have, strict=False)):
+        return result
+    return attrs.evolve(result, additional_contexts=(*body, *have))
+
+
+async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:
+    async def step(index: int) -> Any:
+        if index == len(hooks):
+            return _ALLOW
+        return await hooks[index](execution, _Once(step, index + 1))
+
+    return await step(0)
+
+
+async def _post_chain(
+    hooks: Sequence[PostExecuteHook], execution: ToolExecution, result: ToolResult
+) -> object:
+    async def step(index: int) -> Any:
+        if index == len(hooks):
+            return Accept()
+        return await hooks[index](execution, result, _Once(step, index + 1))
+
+    return await step(0)
+
+
+async def _around_chain(
+    wrappers: Sequence[AroundWrapper],
+    view: ToolDispatchExecution,
+    run: _Run,
+    dispatch: Callable[[_Run, Any], Awaitable[ToolResult]],
+    args: Any,
+) -> ToolResult:
+    async def step(index: int) -> ToolResult:
+        # What the calling wrapper set for the span of its call_next(): restored when that
+        # call_next() returns, so each wrapper sees its own signal again.
+        signal = run.dispatch_signal
+        try:
+            if index == len(wrappers):
+                return await dispatch(run, args)
+            result = await wrappers[index](view, _Once(step, index + 1))
+            if not isinstance(result, ToolResult):
+                raise TypeError(f"around-execute wrapper returned {result!r}, not a ToolResult")
+            return result
+        finally:
+            run.dispatch_signal = signal
+
+    return await step(0)

@@ -1,0 +1,238 @@
+"""Tool results: content blocks, the frozen :class:`ToolResult`, and the error codes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, final
+
+import attrs
+
+__all__ = [
+    "BLOCKED",
+    "DENIED",
+    "FINALIZE_FAILED",
+    "INVALID_ARGS",
+    "NOT_JSON",
+    "POST_EXECUTE_FAILED",
+    "PRE_EXECUTE_FAILED",
+    "TOOL_ABORTED",
+    "TOOL_ABORTED_BEFORE_DISPATCH",
+    "TOOL_FAILED",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "WRAPPER_FAILED",
+    "AdditionalContext",
+    "ContentBlock",
+    "ErrorInfo",
+    "Halt",
+    "ImageBlock",
+    "TextBlock",
+    "ToolOutput",
+    "ToolResult",
+]
+
+TOOL_ABORTED: Final = "ABORTED"
+"""Cancelled after the tool body was invoked: side effects were possible."""
+TOOL_ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+"""Cancelled before the tool body was invoked: no side effects of the body."""
+TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
+"""The timeout policy's own deadline fired first."""
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+"""No tool of that name was registered when the call entered."""
+INVALID_ARGS: Final = "INVALID_ARGS"
+"""The arguments did not validate against the tool's argument type."""
+NOT_JSON: Final = "NOT_JSON"
+"""Arguments or result were not losslessly JSON-serializable."""
+DENIED: Final = "DENIED"
+"""A pre-execute hook, a guard or the approval step denied the call."""
+BLOCKED: Final = "BLOCKED"
+"""A post-execute hook blocked the result."""
+TOOL_FAILED: Final = "TOOL_FAILED"
+"""The tool body (or work it started) raised."""
+PRE_EXECUTE_FAILED: Final = "PRE_EXECUTE_FAILED"
+"""A pre-execute hook, guard or the approver raised."""
+WRAPPER_FAILED: Final = "WRAPPER_FAILED"
+"""An around-execute wrapper raised or returned something that is not a ToolResult."""
+POST_EXECUTE_FAILED: Final = "POST_EXECUTE_FAILED"
+"""A post-execute hook raised."""
+FINALIZE_FAILED: Final = "FINALIZE_FAILED"
+"""The tool's ``finalize_content`` callback raised or returned something invalid."""
+
+_str = attrs.validators.instance_of(str)
+
+
+@final
+@attrs.frozen
+class TextBlock:
+    """A block of text for the model."""
+
+    text: str = attrs.field(validator=_str)
+
+
+@final
+@attrs.frozen
+class ImageBlock:
+    """An image for the model: ``data`` is base64 text of the ``media_type`` bytes."""
+
+    media_type: str = attrs.field(validator=_str)
+    data: str = attrs.field(validator=_str)
+
+
+ContentBlock = TextBlock | ImageBlock
+"""One block of a tool result's model-visible content."""
+
+_BLOCK_TYPES = (TextBlock, ImageBlock)
+
+
+def _content(value: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"content must be a sequence of content blocks, got {value!r}")
+    blocks = tuple(value)
+    for block in blocks:
+        if not isinstance(block, _BLOCK_TYPES):
+            raise TypeError(f"content holds {block!r}, which is not a TextBlock or ImageBlock")
+    return blocks
+
+
+@final
+@attrs.frozen
+class AdditionalContext:
+    """Extra context for the model's next turn, e.g. a reminder deferred by a tool."""
+
+    text: str = attrs.field(validator=_str)
+    source: str | None = attrs.field(default=None, validator=attrs.validators.optional(_str))
+
+
+def _contexts(value: Sequence[AdditionalContext]) -> tuple[AdditionalContext, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"additional_contexts must be a sequence, got {value!r}")
+    contexts = tuple(value)
+    for context in contexts:
+        if not isinstance(context, AdditionalContext):
+            raise TypeError(f"additional_contexts holds {context!r}, not an AdditionalContext")
+    return contexts
+
+
+@final
+@attrs.frozen
+class Halt:
+    """A request to end the agent's turn after this step, with a reason."""
+
+    reason: str = attrs.field(validator=_str)
+
+
+@final
+@attrs.frozen
+class ErrorInfo:
+    """What went wrong: an exception-style ``name``, a ``code`` and a ``message``."""
+
+    name: str = attrs.field(validator=_str)
+    code: str = attrs.field(validator=_str)
+    message: str = attrs.field(validator=_str)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What a tool body may return to attach ``meta`` (frozen JSON) to its content.
+
+    ``content`` is anything a body may return as content: a ``str``, a content block, or a
+    sequence of blocks.
+    """
+
+    content: str | ContentBlock | Sequence[ContentBlock] = ()
+    meta: object = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """The one frozen, authoritative result of a tool call.
+
+    ``error.code`` says what happened; for cancellation ``ABORTED`` means the body was
+    invoked (side effects were possible) and ``ABORTED_BEFORE_DISPATCH`` that it never was.
+    ``synthetic`` marks results made by the scheduler, never by a tool body.
+    """
+
+    content: tuple[ContentBlock, ...] = attrs.field(converter=_content)
+    is_error: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    error: ErrorInfo | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(ErrorInfo))
+    )
+    additional_contexts: tuple[AdditionalContext, ...] = attrs.field(
+        default=(), converter=_contexts
+    )
+    meta: object = None
+    concludes_turn: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    halt: Halt | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Halt))
+    )
+    synthetic: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+
+    @error.validator
+    def _check_error(self, _attribute: object, error: ErrorInfo | None) -> None:
+        if error is not None and not self.is_error:
+            raise ValueError("a result with error info must have is_error=True")
+
+    @property
+    def code(self) -> str | None:
+        """Shorthand for ``error.code``, or ``None`` for a successful result."""
+        return None if self.error is None else self.error.code
+
+
+def error_result(
+    name: str,
+    code: str,
+    message: str,
+    *,
+    additional_contexts: tuple[AdditionalContext, ...] = (),
+    halt: Halt | None = None,
+    synthetic: bool = False,
+) -> ToolResult:
+    """A registry-made error: the model text is ``Error: {message}``."""
+    return ToolResult(
+        content=(TextBlock(f"Error: {message}"),),
+        is_error=True,
+        error=ErrorInfo(name, code, message),
+        additional_contexts=additional_contexts,
+        halt=halt,
+        synthetic=synthetic,
+    )
+
+
+def aborted(
+    *,
+    body_invoked: bool,
+    additional_contexts: tuple[AdditionalContext, ...] = (),
+    halt: Halt | None = None,
+    synthetic: bool = False,
+) -> ToolResult:
+    """The cancellation result: ``ABORTED`` if the body was invoked, else before dispatch."""
+    if body_invoked:
+        code, message = TOOL_ABORTED, "tool call aborted"
+    else:
+        code, message = TOOL_ABORTED_BEFORE_DISPATCH, "tool call aborted before dispatch"
+    return error_result(
+        "AbortError",
+        code,
+        message,
+        additional_contexts=additional_contexts,
+        halt=halt,
+        synthetic=synthetic,
+    )
+
+
+def exception_message(exc: BaseException) -> str:
+    """The message of a registry-made error for ``exc``: its text, or its type's name."""
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+def exception_result(exc: BaseException, default_code: str) -> ToolResult:
+    """The error for a raising stage: ``exc.code`` when it is a ``str``, else the default."""
+    code = getattr(exc, "code", None)
+    return error_result(
+        type(exc).__name__,
+        code if isinstance(code, str) else default_code,
+        exception_message(exc),
+    )
