@@ -4,9 +4,6 @@ Every check is driven by ``trio_tools.__all__`` and the parsed ``__init__.py``, 
 working as names are added (classes, functions, plain string constants, submodules).
 """
 
-# The tests assert ``expected == actual`` (CONVENTIONS.md, "Tests"), which SIM300 calls a
-# Yoda condition whenever the expected value is a literal.
-# ruff: noqa: SIM300
 
 from __future__ import annotations
 

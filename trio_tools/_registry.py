@@ -270,6 +270,7 @@ def _body_result(value: object) -> ToolResult:
     return ToolResult(content=(TextBlock(text),))
 
 
+@final
 class ToolRegistry:
     """Tools and the policy stages around them; :meth:`execute` runs one call.
 

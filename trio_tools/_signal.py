@@ -159,9 +159,18 @@ class CancelSignal(metaclass=NoPublicConstructor):
         if listeners:
             # Pop each listener just before calling it, so a listener that disposes a later
             # one (not yet called) really removes it, and the dict ends up empty.
+            fatal: BaseException | None = None
             for key, fn in list(listeners.items()):
                 if listeners.pop(key, None) is not None:
-                    _call_listener(fn, reason)
+                    try:
+                        _call_listener(fn, reason)
+                    except BaseException as exc:
+                        # KeyboardInterrupt & co. must not leave the other listeners (scopes,
+                        # waiters) unaware of the cancellation: tell them all, then re-raise.
+                        if fatal is None:
+                            fatal = exc
+            if fatal is not None:
+                raise fatal
         return True
 
 
@@ -184,15 +193,16 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
         self._scope.cancel(reason=_scope_reason(reason))
 
     def __enter__(self) -> trio.CancelScope:
-        scope = self._scope
+        scope = self._scope.__enter__()
         signal = self._signal
         reason = signal._reason
         if reason is not None:
             scope.cancel(reason=_scope_reason(reason))
         else:
+            # Only once the scope is entered: a failed entry must not leave a listener.
             self._key = key = next(_keys)
             signal._listeners[key] = self._on_fire
-        return scope.__enter__()
+        return scope
 
     def __exit__(
         self,
@@ -239,12 +249,12 @@ class CancelSource:
         Raises:
             TypeError: ``reason`` is not a ``str`` or ``None``, or ``code`` is not a ``str``.
         """
-        if self._signal._reason is not None:
-            return
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reason must be a str or None, got {reason!r}")
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {code!r}")
+        if self._signal._reason is not None:
+            return
         self._signal._fire(CancelReason(code, "cancelled" if reason is None else reason))
 
 
@@ -287,20 +297,19 @@ class _TimerService:
             timer.active = False
             self._inactive += 1
             if self._inactive > 64 and self._inactive * 2 > len(self._heap):
-                self._heap = [entry for entry in self._heap if entry[2].active]
+                # In place: run() may be iterating this very list.
+                self._heap[:] = [entry for entry in self._heap if entry[2].active]
                 heapq.heapify(self._heap)
                 self._inactive = 0
 
     async def run(self) -> None:
         heap = self._heap
         while True:
-            heap = self._heap
             with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
                 self._scope = scope
                 await trio.sleep_forever()
             self._scope = None
             now = trio.current_time()
-            heap = self._heap
             while heap and heap[0][0] <= now:
                 timer = heapq.heappop(heap)[2]
                 if not timer.active:
