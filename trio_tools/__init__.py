@@ -46,10 +46,10 @@ from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
 from ._signal import open_signal as open_signal
+from ._timeout import timeout_policy as timeout_policy
 from ._tool import ToolDefinition as ToolDefinition
 from ._tool import ToolSchema as ToolSchema
 from ._tool import define_tool as define_tool
-from ._timeout import timeout_policy as timeout_policy
 from ._util import fix_module as _fix_module
 
 __all__ = [
@@ -96,8 +96,8 @@ __all__ = [
     "ToolRunContext",
     "ToolSchema",
     "define_tool",
-    "timeout_policy",
     "open_signal",
+    "timeout_policy",
 ]
 
 _fix_module(globals(), *__all__)

@@ -1,5 +1,8 @@
 """Policy decisions: what pre-execute hooks, the approver and post-execute hooks return."""
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -6,6 +6,11 @@ read-only, :class:`ToolDispatchExecution` (around-execute wrappers only) can rep
 signal, and :class:`ToolRunContext` (the body) adds the body's own capabilities.
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
@@ -46,9 +51,7 @@ class ExecutionToken(metaclass=NoPublicConstructor):
         return f"<trio_tools.ExecutionToken for call {self._call_id!r} at {id(self):#x}>"
 
 
-def _optional_callable(
-    _instance: object, attribute: attrs.Attribute[object], value: object
-) -> None:
+def _optional_callable(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not callable(value):
         raise TypeError(f"{attribute.name} must be callable or None, got {value!r}")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 __all__ = ["MAX_DEPTH", "FrozenDict", "NotJSONError", "freeze", "to_compact_json"]
 
@@ -35,24 +35,23 @@ class FrozenDict(dict[str, Any]):
 
     __slots__ = ("_hash",)
 
-    def __hash__(self) -> int:  # type: ignore[override]
-        try:
-            return self._hash  # type: ignore[has-type,no-any-return]
-        except AttributeError:
-            self._hash: int = hash(frozenset(self.items()))
-            return self._hash
+    # Hidden from the type checkers, which know ``dict`` as unhashable and mutable: to them
+    # a FrozenDict is a plain ``dict[str, Any]`` (it is only ever handed out typed as
+    # ``object`` or ``Mapping``), while at run time every mutator refuses.
+    if not TYPE_CHECKING:
 
-    def _immutable(self, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError("frozen JSON objects are immutable")
+        def __hash__(self):
+            try:
+                return self._hash
+            except AttributeError:
+                self._hash = hash(frozenset(self.items()))
+                return self._hash
 
-    __setitem__ = _immutable
-    __delitem__ = _immutable
-    __ior__ = _immutable  # type: ignore[assignment]
-    clear = _immutable
-    pop = _immutable  # type: ignore[assignment]
-    popitem = _immutable
-    setdefault = _immutable  # type: ignore[assignment]
-    update = _immutable  # type: ignore[assignment]
+        def _immutable(self, *args, **kwargs):
+            raise TypeError("frozen JSON objects are immutable")
+
+        __setitem__ = __delitem__ = __ior__ = _immutable
+        clear = pop = popitem = setdefault = update = _immutable
 
     def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
         return (FrozenDict, (dict(self),))
@@ -83,7 +82,7 @@ def freeze(value: object) -> object:
     if kind in _SCALARS or kind is FrozenDict:
         return value
     if kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
+        if not math.isfinite(cast(float, value)):
             _reject(f"non-finite float {value!r}")
         return value
     if kind is not dict and kind is not list and kind is not tuple:
@@ -104,7 +103,9 @@ def _freeze_container(root: object) -> object:
         if len(stack) >= MAX_DEPTH:
             _reject(f"nesting deeper than {MAX_DEPTH}")
         is_object = type(container) is dict
-        items: Iterator[Any] = iter(container.items() if is_object else container)
+        items: Iterator[Any] = iter(
+            cast("dict[str, Any]", container).items() if is_object else container
+        )
         on_path.add(id(container))
         stack.append([container, items, [], is_object, None])
 
@@ -115,18 +116,20 @@ def _freeze_container(root: object) -> object:
         out: list[Any] = frame[2]
         is_object: bool = frame[3]
         descended = False
+        item: Any
         for item in items:
+            child: object
             if is_object:
                 key, child = item
                 if type(key) is not str:
                     _reject(f"object key {key!r} is not a str")
             else:
                 key, child = None, item
-            kind = type(child)
+            kind: type[object] = type(child)
             if kind in _SCALARS or kind is FrozenDict:
                 pass
             elif kind is float:
-                if not math.isfinite(child):
+                if not math.isfinite(cast(float, child)):
                     _reject(f"non-finite float {child!r}")
             elif kind is dict or kind is list or kind is tuple:
                 frame[4] = key

@@ -7,12 +7,17 @@ signal, in its own nursery), post-execute, then finish and publish.  Each stage 
 named for it.
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, final, overload
+from typing import Any, Literal, Self, TypeVar, cast, final, overload
 
 import attrs
 import trio
@@ -205,7 +210,8 @@ def _split_failure(exc: BaseException) -> tuple[list[Exception], list[BaseExcept
     while stack:
         current = stack.pop()
         if isinstance(current, BaseExceptionGroup):
-            stack.extend(reversed(current.exceptions))
+            group = cast("BaseExceptionGroup[BaseException]", current)
+            stack.extend(reversed(group.exceptions))
         elif isinstance(current, Exception):
             failures.append(current)
         else:
@@ -242,10 +248,12 @@ def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
     if isinstance(value, TextBlock | ImageBlock):
         return (value,)
     if isinstance(value, list | tuple):
-        if not value:
+        items = cast("Sequence[object]", value)
+        if not items:
             return ()
-        if all(isinstance(item, TextBlock | ImageBlock) for item in value):
-            return tuple(value)  # type: ignore[arg-type]
+        blocks = tuple(item for item in items if isinstance(item, TextBlock | ImageBlock))
+        if len(blocks) == len(items):
+            return blocks
     return None
 
 
@@ -366,7 +374,7 @@ class ToolRegistry:
             return definition
 
         if fn is None:
-            return build  # type: ignore[return-value]
+            return build
         return build(fn)
 
     def get(self, name: str) -> ToolDefinition[Any] | None:
@@ -640,7 +648,7 @@ class ToolRegistry:
         run.body_invoked = True
         run.progress_open = True
         try:
-            with fused.open_scope() as scope:
+            with fused.open_scope():
                 async with trio.open_nursery() as nursery:
                     value = await definition.execute(
                         args, ToolRunContext._create(run, fused, nursery)
@@ -661,7 +669,9 @@ class ToolRegistry:
             return attrs.evolve(
                 _failure_result(failures, TOOL_FAILED), additional_contexts=contexts
             )
-        if scope.cancelled_caught or fused.cancelled:
+        # The scope is cancelled only by the fused signal, so this also covers a body that
+        # was interrupted by it (and one that returned after it fired).
+        if fused.cancelled:
             return aborted(body_invoked=True, additional_contexts=contexts)
         try:
             result = _body_result(value)

@@ -1,9 +1,12 @@
 """Tool results: content blocks, the frozen :class:`ToolResult`, and the error codes."""
 
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, final
+from typing import Any, Final, final
 
 import attrs
 
@@ -144,6 +147,11 @@ class ToolOutput:
     meta: object = None
 
 
+def _error_matches_flag(instance: Any, _attribute: object, error: ErrorInfo | None) -> None:
+    if error is not None and not instance.is_error:
+        raise ValueError("a result with error info must have is_error=True")
+
+
 @final
 @attrs.frozen(kw_only=True)
 class ToolResult:
@@ -157,7 +165,11 @@ class ToolResult:
     content: tuple[ContentBlock, ...] = attrs.field(converter=_content)
     is_error: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     error: ErrorInfo | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(ErrorInfo))
+        default=None,
+        validator=[
+            attrs.validators.optional(attrs.validators.instance_of(ErrorInfo)),
+            _error_matches_flag,
+        ],
     )
     additional_contexts: tuple[AdditionalContext, ...] = attrs.field(
         default=(), converter=_contexts
@@ -168,11 +180,6 @@ class ToolResult:
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Halt))
     )
     synthetic: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-
-    @error.validator
-    def _check_error(self, _attribute: object, error: ErrorInfo | None) -> None:
-        if error is not None and not self.is_error:
-            raise ValueError("a result with error info must have is_error=True")
 
     @property
     def code(self) -> str | None:

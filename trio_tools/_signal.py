@@ -6,6 +6,11 @@ what lets :meth:`CancelSignal.open_scope` cancel a :class:`trio.CancelScope` at 
 moment the owner decides, so cooperative Trio code stops at its next checkpoint.
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import heapq

@@ -1,5 +1,8 @@
 """The timeout policy: per-tool deadlines that narrow the caller's lifetime."""
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable

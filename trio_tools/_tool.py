@@ -1,5 +1,10 @@
 """Tool definitions: the body, its argument type, schema and per-tool policy knobs."""
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
 from __future__ import annotations
 
 import inspect
@@ -7,7 +12,7 @@ import json
 import math
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar, final, overload
+from typing import Any, Generic, Protocol, TypeVar, cast, final, overload
 
 import attrs
 import msgspec
@@ -30,7 +35,7 @@ FinalizeContent = Callable[[ToolExecution, ToolResult], Sequence[ContentBlock] |
 _RAW_SCHEMA: Mapping[str, object] = FrozenDict({"type": "object"})
 
 
-def _check_timeout(_instance: object, _attribute: object, value: object) -> None:
+def _check_timeout(_instance: object, _attribute: object, value: Any) -> None:
     if value is None:
         return
     if (
@@ -44,17 +49,17 @@ def _check_timeout(_instance: object, _attribute: object, value: object) -> None
         )
 
 
-def _check_concurrency_safe(_instance: object, _attribute: object, value: object) -> None:
+def _check_concurrency_safe(_instance: object, _attribute: object, value: Any) -> None:
     if not isinstance(value, bool) and not callable(value):
         raise TypeError(f"concurrency_safe must be a bool or a callable, got {value!r}")
 
 
-def _check_name(_instance: object, _attribute: object, value: object) -> None:
+def _check_name(_instance: object, _attribute: object, value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise ValueError(f"a tool name must be a non-empty str, got {value!r}")
 
 
-def _check_callable(_instance: object, attribute: attrs.Attribute[object], value: object) -> None:
+def _check_callable(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not callable(value):
         raise TypeError(f"{attribute.name} must be callable, got {value!r}")
 
@@ -68,9 +73,9 @@ def _freeze_schema(value: Mapping[str, object]) -> Mapping[str, object]:
     return frozen
 
 
-def _convert_parameters(value: Mapping[str, object] | None, self: Any) -> Mapping[str, object]:
-    # Generated from ``args`` (already set: attrs sets fields in order) unless hand-written.
-    return _schema_for(self.args) if value is None else _freeze_schema(value)
+def _generated_parameters(self: Any) -> Mapping[str, object]:
+    # attrs sets fields in order, so ``args`` is already set.
+    return _schema_for(self.args)
 
 
 @final
@@ -103,7 +108,7 @@ class ToolDefinition(Generic[ArgsT]):
     description: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
     args: type[ArgsT] | None = None
     parameters: Mapping[str, object] = attrs.field(
-        default=None, converter=attrs.Converter(_convert_parameters, takes_self=True)
+        default=attrs.Factory(_generated_parameters, takes_self=True), converter=_freeze_schema
     )
     timeout: float | None = attrs.field(default=None, validator=_check_timeout)
     concurrency_safe: bool | Callable[[ArgsT], bool] = attrs.field(
@@ -178,17 +183,18 @@ def _collect(
     info, pytype = _strip_optional(info, pytype)
     before = len(out)
     if isinstance(info, _OBJECT_TYPES) and isinstance(value, dict):
+        fields = cast("dict[str, object]", value)
         hints = typing.get_type_hints(info.cls, include_extras=True)
         for field in info.fields:
             key = field.encode_name
-            if key not in value:
+            if key not in fields:
                 if field.required:
                     out.append(f"{path}.{key}: missing required field")
             else:
-                _collect(value[key], field.type, hints[field.name], f"{path}.{key}", out)
+                _collect(fields[key], field.type, hints[field.name], f"{path}.{key}", out)
     elif isinstance(info, _ARRAY_TYPES) and isinstance(value, list | tuple):
         item_type = typing.get_args(pytype)[0]
-        for index, item in enumerate(value):
+        for index, item in enumerate(cast("Sequence[object]", value)):
             _collect(item, info.item_type, item_type, f"{path}[{index}]", out)
     if len(out) == before:
         out.append(_format_error(error, path))
@@ -306,5 +312,5 @@ def define_tool(
         )
 
     if fn is None:
-        return build  # type: ignore[return-value]
+        return build
     return build(fn)
