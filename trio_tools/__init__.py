@@ -7,6 +7,7 @@ frozen :class:`ToolResult` per call, whose code says whether the body ran.
 
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
+from ._decisions import ApprovalAnswer as ApprovalAnswer
 from ._decisions import ApprovalRequest as ApprovalRequest
 from ._decisions import Ask as Ask
 from ._decisions import Block as Block
@@ -18,8 +19,13 @@ from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
 from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
+from ._registry import Guard as Guard
+from ._registry import PostExecuteHook as PostExecuteHook
+from ._registry import PreExecuteHook as PreExecuteHook
 from ._registry import Registration as Registration
+from ._registry import ResultObserver as ResultObserver
 from ._registry import ToolRegistry as ToolRegistry
 from ._results import BLOCKED as BLOCKED
 from ._results import DENIED as DENIED
@@ -42,6 +48,12 @@ from ._results import ImageBlock as ImageBlock
 from ._results import TextBlock as TextBlock
 from ._results import ToolOutput as ToolOutput
 from ._results import ToolResult as ToolResult
+from ._scheduler import BatchOutcome as BatchOutcome
+from ._scheduler import Journal as Journal
+from ._scheduler import JournalEvent as JournalEvent
+from ._scheduler import MemoryJournal as MemoryJournal
+from ._scheduler import ToolCall as ToolCall
+from ._scheduler import run_tool_calls as run_tool_calls
 from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
@@ -69,9 +81,12 @@ __all__ = [
     "Accept",
     "AdditionalContext",
     "Allow",
+    "ApprovalAnswer",
     "ApprovalRequest",
+    "Approver",
     "AroundWrapper",
     "Ask",
+    "BatchOutcome",
     "Block",
     "CancelReason",
     "CancelSignal",
@@ -80,12 +95,20 @@ __all__ = [
     "Deny",
     "ErrorInfo",
     "ExecutionToken",
+    "Guard",
     "Halt",
     "ImageBlock",
+    "Journal",
+    "JournalEvent",
+    "MemoryJournal",
     "PostDecision",
+    "PostExecuteHook",
     "PreDecision",
+    "PreExecuteHook",
     "Registration",
+    "ResultObserver",
     "TextBlock",
+    "ToolCall",
     "ToolDefinition",
     "ToolDispatchExecution",
     "ToolExecution",
@@ -97,6 +120,7 @@ __all__ = [
     "ToolSchema",
     "define_tool",
     "open_signal",
+    "run_tool_calls",
     "timeout_policy",
 ]
 

@@ -86,6 +86,8 @@ class _Run:
     """The registry's private, mutable state of one call; stages see it through views."""
 
     __slots__ = (
+        "_execution",
+        "_token",
         "agent",
         "arguments",
         "body_contexts",
@@ -103,7 +105,6 @@ class _Run:
         "progress_open",
         "settled",
         "stages",
-        "token",
     )
 
     def __init__(
@@ -124,7 +125,8 @@ class _Run:
         self.parent = parent
         self.on_progress = on_progress
         self.definition = definition
-        self.token: ExecutionToken = ExecutionToken._create(call_id)
+        self._token: ExecutionToken | None = None
+        self._execution: ToolExecution | None = None
         self.arguments: object = None
         self.body_invoked = False
         self.progress_open = False
@@ -135,7 +137,22 @@ class _Run:
         # A result no later stage may change (materialisation failure), if any.
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ToolRegistry._enter).
-        self.stages: tuple[Any, ...] = ()
+        self.stages: Any = None
+
+    @property
+    def token(self) -> ExecutionToken:
+        """The call's token, minted on first use (identity is all it has)."""
+        token = self._token
+        if token is None:
+            token = self._token = ExecutionToken._create(self.call_id)
+        return token
+
+    def execution(self) -> ToolExecution:
+        """The call's one read-only view, shared by every stage that gets one."""
+        view = self._execution
+        if view is None:
+            view = self._execution = ToolExecution._create(self)
+        return view
 
 
 class _View:

@@ -64,6 +64,7 @@ class FrozenDict(dict[str, Any]):
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+_EMPTY_OBJECT = FrozenDict()
 _ARRAYS = (list, tuple)
 
 
@@ -85,31 +86,40 @@ def freeze(value: object) -> object:
         if not math.isfinite(cast(float, value)):
             _reject(f"non-finite float {value!r}")
         return value
-    if kind is not dict and kind is not list and kind is not tuple:
+    if kind is dict:
+        # Fast path for the common flat object (tool arguments): one read of its items, and
+        # the general walk only if a value is a container or a float.
+        items = list(cast("dict[str, object]", value).items())
+        for key, item in items:
+            if type(key) is not str or type(item) not in _SCALARS:
+                break
+        else:
+            return FrozenDict(items) if items else _EMPTY_OBJECT
+        return _freeze_container(value, iter(items))
+    if kind is not list and kind is not tuple:
         _reject(f"{kind.__name__} is not a JSON type")
     return _freeze_container(value)
 
 
-def _freeze_container(root: object) -> object:
+def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> object:
     # Each frame: [the original container, its item iterator, the frozen items so far, whether
     # it is an object, the key of the child being frozen].  Post-order: a container is built
     # once all of its children are frozen.
     stack: list[list[Any]] = []
     on_path: set[int] = set()
 
-    def push(container: Any) -> None:
+    def push(container: Any, items: Iterator[Any] | None = None) -> None:
         if id(container) in on_path:
             _reject("cycle")
         if len(stack) >= MAX_DEPTH:
             _reject(f"nesting deeper than {MAX_DEPTH}")
         is_object = type(container) is dict
-        items: Iterator[Any] = iter(
-            cast("dict[str, Any]", container).items() if is_object else container
-        )
+        if items is None:
+            items = iter(cast("dict[str, Any]", container).items() if is_object else container)
         on_path.add(id(container))
         stack.append([container, items, [], is_object, None])
 
-    push(root)
+    push(root, root_items)
     while True:
         frame = stack[-1]
         items = frame[1]

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast, final, overload
 
-import attrs
 import trio
 
 from ._decisions import (
@@ -63,8 +62,10 @@ from ._results import (
     error_result,
     exception_message,
     exception_result,
+    make_result,
+    replace_result,
 )
-from ._signal import CancelSignal, _Link
+from ._signal import _Link
 from ._tool import (
     FinalizeContent,
     ToolBody,
@@ -154,17 +155,43 @@ class Registration(metaclass=NoPublicConstructor):
         self()
 
 
-class _Stage:
-    """An ordered, copy-on-write list of one stage's callables (registration order).
+class _Stages:
+    """A snapshot of every stage's callables, captured by each call at entry.
 
-    Calls capture ``fns`` at entry, so (un)registering during a call affects later calls
-    only.  Each registration has its own key: the same function may be added twice.
+    The registry builds a new snapshot whenever a registration changes (copy-on-write), so
+    (un)registering during a call affects later calls only, and entry costs one load.
     """
 
-    __slots__ = ("_entries", "fns", "name")
+    __slots__ = ("approver", "around", "guards", "observers", "post", "pre")
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self,
+        pre: tuple[PreExecuteHook, ...],
+        guards: tuple[Guard, ...],
+        approver: Approver | None,
+        around: tuple[AroundWrapper, ...],
+        post: tuple[PostExecuteHook, ...],
+        observers: tuple[ResultObserver, ...],
+    ) -> None:
+        self.pre = pre
+        self.guards = guards
+        self.approver = approver
+        self.around = around
+        self.post = post
+        self.observers = observers
+
+
+class _Stage:
+    """An ordered list of one stage's callables, in registration order.
+
+    Each registration has its own key: the same function may be added twice.
+    """
+
+    __slots__ = ("_entries", "_on_change", "fns", "name")
+
+    def __init__(self, name: str, on_change: Callable[[], None]) -> None:
         self.name = name
+        self._on_change = on_change
         self._entries: tuple[tuple[object, Any], ...] = ()
         self.fns: tuple[Any, ...] = ()
 
@@ -182,6 +209,7 @@ class _Stage:
     def _set(self, entries: tuple[tuple[object, Any], ...]) -> None:
         self._entries = entries
         self.fns = tuple(fn for _, fn in entries)
+        self._on_change()
 
 
 class _Once:
@@ -261,7 +289,7 @@ def _body_result(value: object) -> ToolResult:
     """Turn what a body returned into a candidate result."""
     content = _content_of(value)
     if content is not None:
-        return ToolResult(content=content)
+        return make_result(content)
     meta: object = None
     if isinstance(value, ToolOutput):
         meta = value.meta
@@ -270,12 +298,12 @@ def _body_result(value: object) -> ToolResult:
             raise TypeError(
                 f"ToolOutput.content must be a str or content blocks, got {value.content!r}"
             )
-        return ToolResult(content=content, meta=meta)
+        return make_result(content, meta=meta)
     try:
         text = to_compact_json(freeze(value))
     except NotJSONError:
         return _not_json_result("result")
-    return ToolResult(content=(TextBlock(text),))
+    return make_result((TextBlock(text),))
 
 
 @final
@@ -289,12 +317,23 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolDefinition[Any]] = {}
-        self._pre = _Stage("a pre-execute hook")
-        self._around = _Stage("an around-execute wrapper")
-        self._post = _Stage("a post-execute hook")
-        self._observers = _Stage("a result observer")
-        self._guards = _Stage("a guard")
+        self._pre = _Stage("a pre-execute hook", self._snapshot)
+        self._around = _Stage("an around-execute wrapper", self._snapshot)
+        self._post = _Stage("a post-execute hook", self._snapshot)
+        self._observers = _Stage("a result observer", self._snapshot)
+        self._guards = _Stage("a guard", self._snapshot)
         self._approver: Approver | None = None
+        self._stages = _Stages((), (), None, (), (), ())
+
+    def _snapshot(self) -> None:
+        self._stages = _Stages(
+            self._pre.fns,
+            self._guards.fns,
+            self._approver,
+            self._around.fns,
+            self._post.fns,
+            self._observers.fns,
+        )
 
     def __repr__(self) -> str:
         return f"<trio_tools.ToolRegistry with {len(self._tools)} tool(s)>"
@@ -435,10 +474,12 @@ class ToolRegistry:
         if approver is not None and not callable(approver):
             raise TypeError(f"an approver must be callable, got {approver!r}")
         self._approver = approver
+        self._snapshot()
 
         def remove() -> None:
             if self._approver is approver:
                 self._approver = None
+                self._snapshot()
 
         return Registration._create(remove)
 
@@ -458,11 +499,48 @@ class ToolRegistry:
             BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
                 publication.
         """
-        run, execution, finalize = self._enter(input)
-        await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._execute(input, None)
+
+    async def _execute(
+        self, input: ToolExecutionInput, on_gate_passed: Callable[[], None] | None
+    ) -> ToolResult:
+        """:meth:`execute`, plus the batch scheduler's private hook (``_scheduler.py``).
+
+        ``on_gate_passed()`` is called synchronously when the gate allowed the call, right
+        before the around-execute chain: the scheduler starts the next call's gate only then
+        (or once this call settled), so gates run one at a time in model order while each
+        call dispatches right after its own gate.  ``execute`` passes ``None``: one check.
+        """
+        # 1. Entry (synchronous): token, fields read once, definition, materialisation.
+        run, finalize = self._enter(input)
+        stages: _Stages = run.stages
         try:
             try:
-                candidate = await self._run_stages(run, execution)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
+                # runs (not even post-execute).
+                if run.decided is not None:
+                    raise _FinalResult(run.decided)
+                if run.caller_signal.cancelled:
+                    raise _FinalResult(aborted(body_invoked=False))
+                # 3. Unknown tool / invalid arguments skip straight to post-execute.
+                args, result = self._resolve(run)
+                # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
+                if result is None and (stages.pre or stages.guards):
+                    result = await self._gate(run)
+                # 5. The around-execute chain, ending in dispatch of the body.
+                if result is None:
+                    if on_gate_passed is not None:
+                        on_gate_passed()
+                    if stages.around:
+                        result = await self._around_execute(run, args)
+                    else:
+                        result = await self._dispatch(run, args)
+                    result = self._cancellation_overrides(run, result)
+                # 6. Post-execute, then cancellation that arrived while it waited.
+                if stages.post:
+                    result = await self._post_execute(run, result)
+                candidate = self._cancellation_overrides(run, result)
             except _FinalResult as final:
                 candidate = final.result
             if not run.body_invoked:
@@ -476,16 +554,22 @@ class ToolRegistry:
                 additional_contexts=tuple(run.body_contexts),
                 halt=run.halt,
             )
-            await self._publish(execution, self._finish(run, execution, fallback, finalize))
+            fallback = self._finish(run, fallback, finalize)
+            if stages.observers:
+                await self._publish(run, fallback)
             raise
-        result = self._finish(run, execution, candidate, finalize)
-        await self._publish(execution, result)
+        # 7. Finish (snapshot, finalize_content, freeze), then publish the same object.
+        result = self._finish(run, candidate, finalize)
+        if stages.observers:
+            await self._publish(run, result)
         return result
 
-    def _enter(
-        self, input: ToolExecutionInput
-    ) -> tuple[_Run, ToolExecution, FinalizeContent | None]:
-        """Entry: mint the token, read each field once, resolve the definition, materialise."""
+    def _enter(self, input: ToolExecutionInput) -> tuple[_Run, FinalizeContent | None]:
+        """Entry: read each field once, resolve the definition, materialise the arguments.
+
+        The token and the read-only view are created on first use: both are per call and
+        compared by identity, so creating them lazily is unobservable.
+        """
         name = input.name
         definition = self._tools.get(name)
         run = _Run(
@@ -497,40 +581,12 @@ class ToolRegistry:
             input.on_progress,
             definition,
         )
-        run.stages = (
-            self._pre.fns,
-            self._guards.fns,
-            self._approver,
-            self._around.fns,
-            self._post.fns,
-            self._observers.fns,
-        )
+        run.stages = self._stages
         try:
             run.arguments = freeze(input.arguments)
         except NotJSONError:
             run.decided = _not_json_result("execution arguments")
-        finalize = definition.finalize_content if definition is not None else None
-        return run, ToolExecution._create(run), finalize
-
-    async def _run_stages(self, run: _Run, execution: ToolExecution) -> ToolResult:
-        """Every stage between entry and finish, in order."""
-        # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage runs.
-        if run.decided is not None:
-            raise _FinalResult(run.decided)
-        if run.caller_signal.cancelled:
-            raise _FinalResult(aborted(body_invoked=False))
-        # 3. Unknown tool / invalid arguments skip straight to post-execute.
-        args, result = self._resolve(run)
-        if result is None:
-            # 4. The gate: pre-execute chain, guards, approval.
-            result = await self._gate(run, execution)
-        if result is None:
-            # 5. The around-execute chain, ending in dispatch of the body.
-            result = await self._around_execute(run, args)
-            result = self._cancellation_overrides(run, result)
-        # 6. Post-execute, then cancellation that arrived while it waited.
-        result = await self._post_execute(run, execution, result)
-        return self._cancellation_overrides(run, result)
+        return run, definition.finalize_content if definition is not None else None
 
     def _resolve(self, run: _Run) -> tuple[Any, ToolResult | None]:
         definition = run.definition
@@ -545,20 +601,19 @@ class ToolRegistry:
             )
         return args, None
 
-    async def _gate(self, run: _Run, execution: ToolExecution) -> ToolResult | None:
+    async def _gate(self, run: _Run) -> ToolResult | None:
         """Pre-execute, guards and approval under the caller's signal.
 
         Returns ``None`` to proceed, or the denial / before-dispatch abort that goes on to
         post-execute.  A raising stage is final (``PRE_EXECUTE_FAILED``).
         """
-        hooks, guards, approver = run.stages[0], run.stages[1], run.stages[2]
-        if not hooks and not guards:
-            return None
+        stages: _Stages = run.stages
+        hooks, guards, approver = stages.pre, stages.guards, stages.approver
         decided = False
         outcome: ToolResult | None = None
         try:
             with run.caller_signal.open_scope():
-                outcome = await self._decide(run, execution, hooks, guards, approver)
+                outcome = await self._decide(run, run.execution(), hooks, guards, approver)
                 decided = True
         except Exception as exc:  # also a group left once the scope took its Cancelled
             raise _FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
@@ -608,14 +663,10 @@ class ToolRegistry:
 
     async def _around_execute(self, run: _Run, args: Any) -> ToolResult:
         """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-        wrappers: tuple[AroundWrapper, ...] = run.stages[3]
         try:
-            if not wrappers:
-                result = await self._dispatch(run, args)
-            else:
-                result = await _around_chain(
-                    wrappers, ToolDispatchExecution._create(run), run, self._dispatch, args
-                )
+            result = await _around_chain(
+                run.stages.around, ToolDispatchExecution._create(run), run, self._dispatch, args
+            )
         except Exception as exc:
             raise _FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
         finally:
@@ -623,31 +674,29 @@ class ToolRegistry:
         return _with_body_contexts(run, result)
 
     async def _dispatch(self, run: _Run, args: Any) -> ToolResult:
-        """Fuse the caller's and the wrapper's signals, then run the body to quiescence."""
+        """The end of the around-execute chain: run the body to quiescence.
+
+        Fuses the caller's signal (captured at entry) with the wrapper's current
+        ``exec.signal`` (the same object: no fusion), runs the body in a per-call nursery
+        inside the fused signal's scope, removes the fusion's listeners and restores
+        ``exec.signal`` to the wrapper's value.
+        """
+        definition = run.definition
+        assert definition is not None
         wrapper_signal = run.dispatch_signal
-        link: _Link | None = None
-        if wrapper_signal is run.caller_signal:
-            fused = wrapper_signal
-        else:
-            link = _Link((run.caller_signal, wrapper_signal))
-            fused = link.signal
+        link = (
+            None
+            if wrapper_signal is run.caller_signal
+            else _Link((run.caller_signal, wrapper_signal))
+        )
+        fused = wrapper_signal if link is None else link.signal
+        failure: BaseException | None = None
+        value: object = None
         try:
             if fused.cancelled:
                 return aborted(body_invoked=False)
-            return await self._invoke_body(run, fused, args)
-        finally:
-            if link is not None:
-                link.detach()
-            run.dispatch_signal = wrapper_signal
-
-    async def _invoke_body(self, run: _Run, fused: CancelSignal, args: Any) -> ToolResult:
-        definition = run.definition
-        assert definition is not None
-        failure: BaseException | None = None
-        value: object = None
-        run.body_invoked = True
-        run.progress_open = True
-        try:
+            run.body_invoked = True
+            run.progress_open = True
             with fused.open_scope():
                 async with trio.open_nursery() as nursery:
                     value = await definition.execute(
@@ -658,6 +707,9 @@ class ToolRegistry:
         finally:
             run.progress_open = False
             run.settled = True
+            if link is not None:
+                link.detach()
+            run.dispatch_signal = wrapper_signal
         contexts = tuple(run.body_contexts)
         if failure is not None:
             failures, others = _split_failure(failure)
@@ -666,7 +718,7 @@ class ToolRegistry:
                 if not failures and len(others) == 1 and not isinstance(others[0], trio.Cancelled):
                     raise others[0] from None
                 raise failure
-            return attrs.evolve(
+            return replace_result(
                 _failure_result(failures, TOOL_FAILED), additional_contexts=contexts
             )
         # The scope is cancelled only by the fused signal, so this also covers a body that
@@ -678,18 +730,14 @@ class ToolRegistry:
         except Exception as exc:
             result = exception_result(exc, TOOL_FAILED)
         if contexts:
-            result = attrs.evolve(result, additional_contexts=contexts)
+            result = replace_result(result, additional_contexts=contexts)
         return result
 
-    async def _post_execute(
-        self, run: _Run, execution: ToolExecution, result: ToolResult
-    ) -> ToolResult:
+    async def _post_execute(self, run: _Run, result: ToolResult) -> ToolResult:
         """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
-        hooks: tuple[PostExecuteHook, ...] = run.stages[4]
-        if not hooks:
-            return result
+        hooks: tuple[PostExecuteHook, ...] = run.stages.post
         try:
-            decision: object = await _post_chain(hooks, execution, result)
+            decision: object = await _post_chain(hooks, run.execution(), result)
             if not isinstance(decision, Accept | Block):
                 raise TypeError(
                     f"post-execute chain returned {decision!r}; expected Accept() or Block()"
@@ -705,8 +753,8 @@ class ToolRegistry:
             else:
                 content = feedback
                 message = "\n".join(b.text for b in feedback if isinstance(b, TextBlock))
-            return ToolResult(
-                content=content,
+            return make_result(
+                content,
                 is_error=True,
                 error=ErrorInfo(
                     "ToolBlockedError",
@@ -718,7 +766,7 @@ class ToolRegistry:
             )
         if decision.content is None and not decision.additional_contexts and halt is result.halt:
             return result
-        return attrs.evolve(
+        return replace_result(
             result,
             content=result.content if decision.content is None else decision.content,
             additional_contexts=result.additional_contexts + decision.additional_contexts,
@@ -737,12 +785,7 @@ class ToolRegistry:
         )
 
     @staticmethod
-    def _finish(
-        run: _Run,
-        execution: ToolExecution,
-        result: ToolResult,
-        finalize: FinalizeContent | None,
-    ) -> ToolResult:
+    def _finish(run: _Run, result: ToolResult, finalize: FinalizeContent | None) -> ToolResult:
         """Snapshot the candidate losslessly, apply halt and conclusion, finalize content."""
         halt = run.halt if run.halt is not None else result.halt
         concludes = (run.concludes or result.concludes_turn) and not result.is_error
@@ -750,7 +793,7 @@ class ToolRegistry:
         try:
             meta = freeze(meta)
         except NotJSONError:
-            result = attrs.evolve(
+            result = replace_result(
                 _not_json_result("result"), additional_contexts=result.additional_contexts
             )
             meta, concludes = None, False
@@ -759,27 +802,26 @@ class ToolRegistry:
             or concludes is not result.concludes_turn
             or meta is not result.meta
         ):
-            result = attrs.evolve(result, halt=halt, concludes_turn=concludes, meta=meta)
+            result = replace_result(result, halt=halt, concludes_turn=concludes, meta=meta)
         if finalize is None:
             return result
         try:
-            content = finalize(execution, result)
+            content = finalize(run.execution(), result)
             if content is None:
                 return result
-            return attrs.evolve(result, content=_content(content))
+            return replace_result(result, content=_content(content))
         except Exception as exc:
-            return attrs.evolve(
+            return replace_result(
                 exception_result(exc, FINALIZE_FAILED),
                 additional_contexts=result.additional_contexts,
                 halt=halt,
             )
 
     @staticmethod
-    async def _publish(execution: ToolExecution, result: ToolResult) -> None:
+    async def _publish(run: _Run, result: ToolResult) -> None:
         """Give the one final result to every observer; raises are logged, never fatal."""
-        observers: tuple[ResultObserver, ...] = execution._run.stages[5]
-        if not observers:
-            return
+        observers: tuple[ResultObserver, ...] = run.stages.observers
+        execution = run.execution()
         # Observers are bookkeeping, not work: a cancelled caller must still record the
         # one authoritative result, so they never see the caller's cancellation.
         with trio.CancelScope(shield=True):
@@ -800,7 +842,7 @@ def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
     have = result.additional_contexts
     if len(have) >= len(body) and all(a is b for a, b in zip(body, have, strict=False)):
         return result
-    return attrs.evolve(result, additional_contexts=(*body, *have))
+    return replace_result(result, additional_contexts=(*body, *have))
 
 
 async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:

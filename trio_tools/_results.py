@@ -187,6 +187,46 @@ class ToolResult:
         return None if self.error is None else self.error.code
 
 
+_FIELDS = tuple(a.name for a in attrs.fields(ToolResult))
+_set = object.__setattr__
+
+
+def make_result(
+    content: tuple[ContentBlock, ...],
+    *,
+    is_error: bool = False,
+    error: ErrorInfo | None = None,
+    additional_contexts: tuple[AdditionalContext, ...] = (),
+    meta: object = None,
+    concludes_turn: bool = False,
+    halt: Halt | None = None,
+    synthetic: bool = False,
+) -> ToolResult:
+    """Build a :class:`ToolResult` from values the library already knows are valid.
+
+    The public constructor validates and converts every field; this is the registry's hot
+    path, where every value was made or validated by the library itself.
+    """
+    result = object.__new__(ToolResult)
+    _set(result, "content", content)
+    _set(result, "is_error", is_error)
+    _set(result, "error", error)
+    _set(result, "additional_contexts", additional_contexts)
+    _set(result, "meta", meta)
+    _set(result, "concludes_turn", concludes_turn)
+    _set(result, "halt", halt)
+    _set(result, "synthetic", synthetic)
+    return result
+
+
+def replace_result(result: ToolResult, **changes: Any) -> ToolResult:
+    """``attrs.evolve`` without re-validation, for values the library made or validated."""
+    copy = object.__new__(ToolResult)
+    for name in _FIELDS:
+        _set(copy, name, changes[name] if name in changes else getattr(result, name))
+    return copy
+
+
 def error_result(
     name: str,
     code: str,
@@ -197,8 +237,8 @@ def error_result(
     synthetic: bool = False,
 ) -> ToolResult:
     """A registry-made error: the model text is ``Error: {message}``."""
-    return ToolResult(
-        content=(TextBlock(f"Error: {message}"),),
+    return make_result(
+        (TextBlock(f"Error: {message}"),),
         is_error=True,
         error=ErrorInfo(name, code, message),
         additional_contexts=additional_contexts,

@@ -1,0 +1,635 @@
+"""Dispatch overhead of trio_tools, as ratios against plain-Trio floors measured in the same run.
+
+Every goal compares the library with the cheapest plain-Trio code that gives the same
+structural guarantees (a nursery that awaits everything, a cancel scope around the body), so
+the ratios survive a change of machine while absolute times do not.
+
+======  ==================================================================  ===========
+goal    what                                                                target
+======  ==================================================================  ===========
+P1      ``registry.execute`` of a no-op tool, no stages                     <= 1.3x
+P2      the same with one pre, around, post hook and one result observer    <= 2.0x
+P3      the same with ``timeout_policy()`` and a tool timeout               (reported)
+P4      ``run_tool_calls``: 1,000 parallel no-op calls, per call            <= 2.0x
+P5      cancel -> all 10,000 in-flight calls returned their result          <= 1.5x
+P6      memory per in-flight call over a bare sleeping Trio task            <= 4 KiB
+======  ==================================================================  ===========
+
+Floors:
+
+* P1-P3: ``async with trio.open_nursery(): with trio.CancelScope(): await body()``.
+* P4: 1,000 such floor calls spawned in one nursery.
+* P5: ``nursery.cancel_scope.cancel()`` of a nursery of 10,000 tasks in
+  ``trio.sleep_forever()``, until the nursery has exited.
+* P6: 10,000 tasks parked in ``trio.sleep_forever()`` (tracemalloc peak).
+
+Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
+timed goal takes the median of ``--rounds`` rounds of ``--calls`` calls, after ``--warmup``
+rounds, with ``gc.collect()`` before every round; floor and library rounds are interleaved so
+drift hits both.  The ratio is median(library) / median(floor).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_dispatch.py            # 5 rounds of 10,000 calls
+    .venv/bin/python benchmarks/bench_dispatch.py --quick    # smoke run, ~1 s, numbers meaningless
+    .venv/bin/python benchmarks/bench_dispatch.py --only P1,P2 --rounds 9
+
+It always exits 0: a ``MISS`` is a finding to report, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+import trio.testing
+
+import trio_tools
+from trio_tools import (
+    CancelSource,
+    PostDecision,
+    PreDecision,
+    TextBlock,
+    ToolDispatchExecution,
+    ToolExecution,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+)
+
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6")
+OK_RESULT = ToolResult(content=(TextBlock("ok"),))
+
+Loop = Callable[[int], Awaitable[None]]
+
+
+# ------------------------------------------------------------------------------------------
+# Configuration and reporting
+
+
+class Config:
+    def __init__(self, ns: argparse.Namespace) -> None:
+        self.quick: bool = ns.quick
+        self.rounds: int = ns.rounds
+        self.calls: int = ns.calls
+        self.warmup: int = ns.warmup
+        self.batch: int = ns.batch
+        self.inflight: int = ns.inflight
+        self.chunk: int = ns.chunk
+        self.only: set[str] = ns.only
+
+
+def parse_args(argv: list[str] | None) -> Config:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="measured rounds per goal (5)")
+    parser.add_argument("--calls", type=int, default=10_000, help="calls per round (10,000)")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (1)")
+    parser.add_argument(
+        "--chunk", type=int, default=1_000, help="calls per interleaving chunk (1,000)"
+    )
+    parser.add_argument("--batch", type=int, default=1_000, help="P4 batch size (1,000)")
+    parser.add_argument(
+        "--inflight", type=int, default=10_000, help="P5/P6 concurrent calls (10,000)"
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(GOALS),
+        type=lambda text: {part.strip().upper() for part in text.split(",") if part.strip()},
+        help="comma-separated goals to run, e.g. P1,P2",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke mode: 1 round of 200 calls (batch and in-flight 200); numbers meaningless",
+    )
+    ns = parser.parse_args(argv)
+    if ns.quick:
+        ns.rounds, ns.calls, ns.warmup, ns.batch, ns.inflight = 1, 200, 1, 200, 200
+    for name in ("rounds", "calls", "chunk", "batch", "inflight"):
+        if getattr(ns, name) < 1:
+            parser.error(f"--{name} must be >= 1")
+    if ns.warmup < 0:
+        parser.error("--warmup must be >= 0")
+    unknown = ns.only - set(GOALS)
+    if unknown:
+        parser.error(f"unknown goals in --only: {', '.join(sorted(unknown))}")
+    ns.batch = min(ns.batch, ns.calls)
+    return Config(ns)
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} us"
+
+
+def goal_line(goal: str, what: str, ratio: float, limit: float | None) -> None:
+    if limit is None:
+        print(f"{goal} {what} ratio {ratio:.2f} goal=none (reported)")
+    else:
+        verdict = "ok" if ratio <= limit else "MISS"
+        print(f"{goal} {what} ratio {ratio:.2f} goal<={limit:.2f} {verdict}")
+
+
+def diag(text: str) -> None:
+    print(f"    {text}")
+
+
+# ------------------------------------------------------------------------------------------
+# Tools, stages and floors
+
+
+async def floor_body() -> str:
+    return "ok"
+
+
+async def floor_call() -> None:
+    """The floor of one call: what Trio itself charges for 'a body in its own nursery and
+    cancel scope'."""
+    async with trio.open_nursery():
+        with trio.CancelScope():
+            await floor_body()
+
+
+async def noop(args: object, ctx: ToolRunContext) -> str:
+    """Does nothing."""
+    return "ok"
+
+
+async def pre_hook(
+    exec: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]
+) -> PreDecision:
+    return await call_next()
+
+
+async def around_wrapper(
+    exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
+) -> ToolResult:
+    return await call_next()
+
+
+async def post_hook(
+    exec: ToolExecution, result: ToolResult, call_next: Callable[[], Awaitable[PostDecision]]
+) -> PostDecision:
+    return await call_next()
+
+
+def observer(exec: ToolExecution, result: ToolResult) -> None:
+    pass
+
+
+def plain_registry(*, timeout: float | None = None, safe: bool = False) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.tool(noop, timeout=timeout, concurrency_safe=safe)
+    return registry
+
+
+def staged_registry() -> ToolRegistry:
+    registry = plain_registry()
+    registry.add_pre_execute(pre_hook)
+    registry.add_around_execute(around_wrapper)
+    registry.add_post_execute(post_hook)
+    registry.add_observer(observer)
+    return registry
+
+
+def timeout_registry() -> ToolRegistry:
+    # An hour: the deadline is armed and disarmed on every call, but never fires.
+    registry = plain_registry(timeout=3600.0)
+    registry.add_around_execute(trio_tools.timeout_policy())
+    return registry
+
+
+async def floor_loop(n: int) -> None:
+    for _ in range(n):
+        async with trio.open_nursery():
+            with trio.CancelScope():
+                await floor_body()
+
+
+async def bare_loop(n: int) -> None:
+    for _ in range(n):
+        await floor_body()
+
+
+def execute_loop(registry: ToolRegistry, signal: trio_tools.CancelSignal) -> Loop:
+    """Build the input inside the loop: that is what a caller pays per call."""
+    execute = registry.execute
+
+    async def loop(n: int) -> None:
+        for _ in range(n):
+            await execute(
+                ToolExecutionInput(call_id="call", name="noop", arguments={}, signal=signal)
+            )
+
+    return loop
+
+
+def prebuilt_loop(registry: ToolRegistry, signal: trio_tools.CancelSignal) -> Loop:
+    """Diagnostic: one input object reused, so construction is out of the timed loop."""
+    execute = registry.execute
+    call = ToolExecutionInput(call_id="call", name="noop", arguments={}, signal=signal)
+
+    async def loop(n: int) -> None:
+        for _ in range(n):
+            await execute(call)
+
+    return loop
+
+
+async def check_ok(registry: ToolRegistry, signal: trio_tools.CancelSignal) -> None:
+    result = await registry.execute(
+        ToolExecutionInput(call_id="check", name="noop", arguments={}, signal=signal)
+    )
+    if result != OK_RESULT:
+        raise AssertionError(f"benchmark tool misbehaves: {result!r}")
+
+
+class Samples:
+    """Per-round seconds per call of each loop, wall clock and process CPU time."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.wall: dict[str, list[float]] = {name: [] for name in names}
+        self.cpu: dict[str, list[float]] = {name: [] for name in names}
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.wall[name])
+
+    def ratio(self, name: str, floor: str = "floor") -> float:
+        """Median over rounds of the paired ratio: both were measured in the same round."""
+        return statistics.median(
+            a / b for a, b in zip(self.wall[name], self.wall[floor], strict=True)
+        )
+
+    def cpu_ratio(self, name: str, floor: str = "floor") -> float:
+        return statistics.median(
+            a / b for a, b in zip(self.cpu[name], self.cpu[floor], strict=True)
+        )
+
+    def spread(self, name: str) -> str:
+        values = self.wall[name]
+        return f"min {us(min(values))}, max {us(max(values))}"
+
+
+async def run_rounds(cfg: Config, loops: dict[str, Loop], n: int, chunk: int) -> Samples:
+    """Rounds of ``n`` calls of every loop, interleaved in chunks of ``chunk`` calls.
+
+    On a shared machine the load changes within seconds: alternating the loops chunk by
+    chunk (rotating who goes first) lets every loop see the same load, so the per-round
+    ratios stay meaningful even when the absolute times do not.
+    """
+    names = list(loops)
+    samples = Samples(names)
+    chunks = max(1, n // chunk)
+    for index in range(cfg.warmup + cfg.rounds):
+        wall = dict.fromkeys(names, 0.0)
+        cpu = dict.fromkeys(names, 0.0)
+        for part in range(chunks):
+            shift = part % len(names)
+            for name in names[shift:] + names[:shift]:
+                loop = loops[name]
+                gc.collect()
+                start_cpu = time.process_time()
+                start = time.perf_counter()
+                await loop(chunk)
+                wall[name] += time.perf_counter() - start
+                cpu[name] += time.process_time() - start_cpu
+        if index >= cfg.warmup:
+            for name in names:
+                samples.wall[name].append(wall[name] / (chunks * chunk))
+                samples.cpu[name].append(cpu[name] / (chunks * chunk))
+    return samples
+
+
+# ------------------------------------------------------------------------------------------
+# P1-P3: one call at a time
+
+
+async def bench_sequential(cfg: Config) -> None:
+    source = CancelSource()
+    signal = source.signal
+    plain, staged, timed = plain_registry(), staged_registry(), timeout_registry()
+    for registry in (plain, staged, timed):
+        await check_ok(registry, signal)
+    loops: dict[str, Loop] = {"floor": floor_loop, "bare": bare_loop}
+    if "P1" in cfg.only:
+        loops["P1"] = execute_loop(plain, signal)
+        loops["P1 prebuilt"] = prebuilt_loop(plain, signal)
+    if "P2" in cfg.only:
+        loops["P2"] = execute_loop(staged, signal)
+        loops["P2 prebuilt"] = prebuilt_loop(staged, signal)
+    if "P3" in cfg.only:
+        loops["P3"] = execute_loop(timed, signal)
+    samples = await run_rounds(cfg, loops, cfg.calls, min(cfg.chunk, cfg.calls))
+    floor = samples.median("floor")
+
+    def report(name: str, label: str) -> None:
+        diag(
+            f"{label} {us(samples.median(name))}/call ({samples.spread(name)}); "
+            f"ratio {samples.ratio(name):.2f}, CPU-time ratio {samples.cpu_ratio(name):.2f}"
+        )
+
+    if "P1" in cfg.only:
+        goal_line(
+            "P1", "execute no-op, no stages, vs nursery+scope floor", samples.ratio("P1"), 1.3
+        )
+        diag(
+            f"floor {us(floor)}/call ({samples.spread('floor')}); "
+            f"bare await {us(samples.median('bare'))}/call"
+        )
+        report("P1", "execute")
+        report("P1 prebuilt", "execute, pre-built input")
+    if "P2" in cfg.only:
+        goal_line(
+            "P2", "execute no-op, pre+around+post+observer, vs floor", samples.ratio("P2"), 2.0
+        )
+        report("P2", "execute with 4 stages")
+        report("P2 prebuilt", "execute with 4 stages, pre-built input")
+    if "P3" in cfg.only:
+        goal_line("P3", "execute no-op with timeout_policy, vs floor", samples.ratio("P3"), None)
+        report("P3", "execute with timeout_policy")
+
+
+# ------------------------------------------------------------------------------------------
+# P4: a batch of parallel calls through the scheduler
+
+
+def scheduler() -> Any | None:
+    return getattr(trio_tools, "run_tool_calls", None)
+
+
+async def bench_batch(cfg: Config) -> None:
+    run_tool_calls = scheduler()
+    tool_call = getattr(trio_tools, "ToolCall", None)
+    if run_tool_calls is None or tool_call is None:
+        print("P4 run_tool_calls batch ... SKIP (scheduler not available)")
+        return
+    source = CancelSource()
+    signal = source.signal
+    registry = plain_registry(safe=True)
+    size = cfg.batch
+    batches = max(1, cfg.calls // size)
+    call_ids = [f"call-{i}" for i in range(size)]
+
+    async def floor_batches(n: int) -> None:
+        for _ in range(n // size):
+            async with trio.open_nursery() as nursery:
+                for _ in range(size):
+                    nursery.start_soon(floor_call)
+
+    async def scheduler_batches(n: int) -> None:
+        for _ in range(n // size):
+            # Arguments as the model sends them: a JSON string.
+            calls = [tool_call(call_id=cid, name="noop", arguments="{}") for cid in call_ids]
+            await run_tool_calls(registry, calls, signal=signal, max_parallel=size)
+
+    calls = [tool_call(call_id=cid, name="noop", arguments="{}") for cid in call_ids]
+    outcome = await run_tool_calls(registry, calls, signal=signal, max_parallel=size)
+    if list(outcome.results) != [OK_RESULT] * size:
+        raise AssertionError(f"benchmark batch misbehaves: {outcome.results[:3]!r}...")
+    samples = await run_rounds(
+        cfg, {"floor": floor_batches, "P4": scheduler_batches}, batches * size, size
+    )
+    goal_line(
+        "P4",
+        f"run_tool_calls {size} parallel no-op calls, per call, vs {size} floor tasks",
+        samples.ratio("P4"),
+        2.0,
+    )
+    diag(f"floor task {us(samples.median('floor'))}/call ({samples.spread('floor')})")
+    diag(
+        f"run_tool_calls {us(samples.median('P4'))}/call ({samples.spread('P4')}), "
+        f"{batches} batch(es)/round; CPU-time ratio {samples.cpu_ratio('P4'):.2f}"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# P5: cancellation latency of many in-flight calls
+
+
+class Parked:
+    """Counts bodies that reached their sleep."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def sleeper_registry(parked: Parked) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(concurrency_safe=True)
+    async def sleep(args: object, ctx: ToolRunContext) -> str:
+        """Sleeps until cancelled."""
+        parked.count += 1
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return registry
+
+
+async def wait_parked(parked: Parked, n: int) -> None:
+    while parked.count < n:
+        await trio.testing.wait_all_tasks_blocked()
+    await trio.testing.wait_all_tasks_blocked()
+
+
+async def floor_cancel(n: int) -> float:
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(trio.sleep_forever)
+        await trio.testing.wait_all_tasks_blocked()
+        start = time.perf_counter()
+        nursery.cancel_scope.cancel()
+    return time.perf_counter() - start
+
+
+async def execute_cancel(n: int) -> float:
+    parked = Parked()
+    registry = sleeper_registry(parked)
+    source = CancelSource()
+    signal = source.signal
+    codes: list[str | None] = []
+
+    async def call() -> None:
+        result = await registry.execute(
+            ToolExecutionInput(call_id="call", name="sleep", arguments={}, signal=signal)
+        )
+        codes.append(result.code)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(call)
+        await wait_parked(parked, n)
+        start = time.perf_counter()
+        source.cancel("benchmark")
+    elapsed = time.perf_counter() - start
+    if codes != [trio_tools.TOOL_ABORTED] * n:
+        raise AssertionError(f"cancelled calls misbehave: {set(codes)!r}")
+    return elapsed
+
+
+async def batch_cancel(n: int) -> float:
+    run_tool_calls = scheduler()
+    tool_call = trio_tools.ToolCall  # type: ignore[attr-defined]
+    parked = Parked()
+    registry = sleeper_registry(parked)
+    source = CancelSource()
+    calls = [tool_call(call_id=f"call-{i}", name="sleep", arguments="{}") for i in range(n)]
+    outcomes: list[Any] = []
+
+    async def batch() -> None:
+        outcomes.append(await run_tool_calls(registry, calls, signal=source.signal, max_parallel=n))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(batch)
+        await wait_parked(parked, n)
+        start = time.perf_counter()
+        source.cancel("benchmark")
+    elapsed = time.perf_counter() - start
+    codes = {result.code for result in outcomes[0].results}
+    if codes != {trio_tools.TOOL_ABORTED}:
+        raise AssertionError(f"cancelled batch misbehaves: {codes!r}")
+    return elapsed
+
+
+async def bench_cancel(cfg: Config) -> None:
+    n = cfg.inflight
+    variants: dict[str, Callable[[int], Awaitable[float]]] = {
+        "floor": floor_cancel,
+        "execute": execute_cancel,
+    }
+    if scheduler() is not None:
+        variants["batch"] = batch_cancel
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for index in range(cfg.warmup + cfg.rounds):
+        for name, fn in variants.items():
+            gc.collect()
+            elapsed = await fn(n)
+            if index >= cfg.warmup:
+                samples[name].append(elapsed)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+
+    def ratio(name: str) -> float:
+        return statistics.median(
+            a / b for a, b in zip(samples[name], samples["floor"], strict=True)
+        )
+
+    goal_line(
+        "P5",
+        f"source.cancel() -> {n} in-flight execute calls returned, vs Trio nursery cancel",
+        ratio("execute"),
+        1.5,
+    )
+    diag(f"floor: {median['floor'] * 1e3:.2f} ms ({us(median['floor'] / n)}/task)")
+    diag(f"execute: {median['execute'] * 1e3:.2f} ms ({us(median['execute'] / n)}/call)")
+    if "batch" in median:
+        diag(
+            f"run_tool_calls batch (max_parallel={n}): {median['batch'] * 1e3:.2f} ms, ratio "
+            f"{ratio('batch'):.2f}"
+        )
+    else:
+        diag("run_tool_calls batch variant: SKIP (scheduler not available)")
+
+
+# ------------------------------------------------------------------------------------------
+# P6: memory of in-flight calls
+
+
+async def parked_peak(n: int, spawn: Callable[[trio.Nursery], None], parked: Parked) -> int:
+    """Peak traced bytes, over the baseline, while ``n`` tasks are started and parked."""
+    gc.collect()
+    baseline = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            spawn(nursery)
+        await wait_parked(parked, n)
+        peak = tracemalloc.get_traced_memory()[1]
+        nursery.cancel_scope.cancel()
+    return peak - baseline
+
+
+async def bench_memory(cfg: Config) -> None:
+    n = cfg.inflight
+    floor_parked = Parked()
+
+    async def floor_task() -> None:
+        floor_parked.count += 1
+        await trio.sleep_forever()
+
+    parked = Parked()
+    registry = sleeper_registry(parked)
+    signal = CancelSource().signal
+
+    async def call() -> None:
+        await registry.execute(
+            ToolExecutionInput(call_id="call", name="sleep", arguments={}, signal=signal)
+        )
+
+    def spawn_floor(nursery: trio.Nursery) -> None:
+        nursery.start_soon(floor_task)
+
+    def spawn_call(nursery: trio.Nursery) -> None:
+        nursery.start_soon(call)
+
+    rounds = max(1, min(cfg.rounds, 3))  # tracemalloc is slow and memory is near-deterministic
+    floors: list[float] = []
+    calls: list[float] = []
+    tracemalloc.start()
+    try:
+        for index in range(cfg.warmup + rounds):
+            floor_parked.count = parked.count = 0
+            floor_bytes = await parked_peak(n, spawn_floor, floor_parked)
+            call_bytes = await parked_peak(n, spawn_call, parked)
+            if index >= cfg.warmup:
+                floors.append(floor_bytes / n)
+                calls.append(call_bytes / n)
+    finally:
+        tracemalloc.stop()
+    floor = statistics.median(floors)
+    per_call = statistics.median(calls)
+    extra = (per_call - floor) / 1024
+    verdict = "ok" if extra <= 4.0 else "MISS"
+    print(
+        f"P6 memory per in-flight execute call over a sleeping task extra {extra:.2f} KiB "
+        f"goal<=4.00 KiB {verdict}"
+    )
+    diag(f"bare sleeping task {floor / 1024:.2f} KiB; execute call {per_call / 1024:.2f} KiB")
+    diag(f"tracemalloc peak over baseline, {n} in flight, median of {rounds} round(s)")
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    print(
+        f"trio_tools dispatch benchmark: Python {platform.python_version()}, "
+        f"trio {trio.__version__}, {platform.machine()}"
+    )
+    print(
+        f"rounds={cfg.rounds} (median) warmup={cfg.warmup} calls/round={cfg.calls} "
+        f"batch={cfg.batch} inflight={cfg.inflight}"
+        + ("  [--quick: smoke run, numbers are not meaningful]" if cfg.quick else "")
+    )
+    if cfg.only & {"P1", "P2", "P3"}:
+        trio.run(bench_sequential, cfg)
+    if "P4" in cfg.only:
+        trio.run(bench_batch, cfg)
+    if "P5" in cfg.only:
+        trio.run(bench_cancel, cfg)
+    if "P6" in cfg.only:
+        trio.run(bench_memory, cfg)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

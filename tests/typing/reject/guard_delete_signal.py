@@ -1,0 +1,19 @@
+# reject: pyright
+# mypy does not check `del` of an attribute against its declaration (a property without a
+# deleter, a frozen attrs field), so pyright is the authority for this case; mypy must find
+# the rest of the file clean.
+"""Rejected: the signal of the read-only ToolExecution a guard gets cannot be deleted."""
+
+from __future__ import annotations
+
+import trio_tools
+from trio_tools import ToolExecution
+
+
+def guard(exec: ToolExecution) -> str | None:
+    del exec.signal  # expect-error
+    return None
+
+
+def install(registry: trio_tools.ToolRegistry) -> None:
+    registry.add_guard(guard)

@@ -1,0 +1,579 @@
+"""The batch scheduler: one model step's tool calls, always a balanced transcript.
+
+:func:`run_tool_calls` runs the calls of one model step through a :class:`ToolRegistry`.
+One *driver* (the body of the batch's nursery) makes every decision and every journal
+write, one step at a time: commit the next result in model order, else close the next
+unstarted call synthetically once the batch stops, else start the next call, else wait for
+something to change.  Each started call runs the registry's pipeline in its own task and
+only reports back (gate passed, settled).  So starts, commits and journal writes happen in
+model order by construction, and the journal never sees two writes at once.
+"""
+
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable
+from typing import Literal, Protocol, cast, final
+
+import attrs
+import trio
+
+from ._execution import ToolExecutionInput
+from ._registry import ToolRegistry
+from ._results import AdditionalContext, Halt, ToolResult, aborted
+from ._signal import CancelReason, CancelSignal
+from ._util import logger
+
+__all__ = [
+    "BatchOutcome",
+    "Journal",
+    "JournalEvent",
+    "MemoryJournal",
+    "ToolCall",
+    "run_tool_calls",
+]
+
+_str = attrs.validators.instance_of(str)
+
+
+@final
+@attrs.frozen
+class ToolCall:
+    """One tool call as the model asked for it: ``ToolCall(call_id, name, arguments)``.
+
+    ``arguments`` is the model's raw JSON text (a ``str``) or an already-parsed JSON value.
+    Raw text is parsed when the call starts: empty or whitespace-only text means ``{}``, and
+    text that is not valid JSON (``NaN`` and ``Infinity`` included) is passed on unchanged
+    as the ``str``, so the tool's argument validation reports ``INVALID_ARGS`` (a raw tool,
+    one without an argument type, then receives that string).  To pass a JSON string value,
+    pass its JSON text (``'"text"'``).  The value is kept as given; the registry takes its
+    frozen snapshot when the call starts.
+
+    Unlike most multi-field values of the library, the fields may be given positionally:
+    they mirror the ``(id, name, arguments)`` triple every model API returns.
+    """
+
+    call_id: str = attrs.field(validator=_str)
+    name: str = attrs.field(validator=_str)
+    arguments: object
+
+
+def _check_event(instance: JournalEvent, _attribute: object, result: ToolResult | None) -> None:
+    if instance.kind == "call" and result is not None:
+        raise ValueError(f"a 'call' event has no result, got {result!r}")
+    if instance.kind == "result" and not isinstance(result, ToolResult):
+        raise TypeError(f"a 'result' event needs a ToolResult, got {result!r}")
+
+
+@final
+@attrs.frozen
+class JournalEvent:
+    """One entry of a :class:`MemoryJournal`: a recorded call, or a committed result.
+
+    ``kind`` is ``"call"`` (``result`` is ``None``) or ``"result"`` (``result`` is the
+    committed :class:`ToolResult`).
+    """
+
+    kind: Literal["call", "result"] = attrs.field(
+        validator=attrs.validators.in_(("call", "result"))
+    )
+    call: ToolCall = attrs.field(validator=attrs.validators.instance_of(ToolCall))
+    result: ToolResult | None = attrs.field(default=None, validator=_check_event)
+
+
+class Journal(Protocol):
+    """Where :func:`run_tool_calls` records the transcript of a batch, durably if it likes.
+
+    ``record_call(call)`` is awaited when a call starts (or, for a call the batch never
+    starts, right before its synthetic result), in model order; ``record_result(call,
+    result)`` when its result is committed, in model order.  The scheduler never runs two
+    writes at once and shields each write from cancellation, so a write that began always
+    completes.  A raising write is an internal failure of the batch (see
+    :func:`run_tool_calls`).
+    """
+
+    async def record_call(self, call: ToolCall) -> None:
+        """Record that ``call`` starts (or is about to be closed synthetically)."""
+        ...
+
+    async def record_result(self, call: ToolCall, result: ToolResult) -> None:
+        """Record the one committed result of ``call``."""
+        ...
+
+
+@final
+class MemoryJournal:
+    """A :class:`Journal` that keeps its events in memory, with a balance check.
+
+    Each write is a schedule point but never raises ``trio.Cancelled``: a journal write is
+    not interrupted by cancellation.
+    """
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: list[JournalEvent] = []
+
+    def __repr__(self) -> str:
+        return f"<trio_tools.MemoryJournal with {len(self._events)} event(s)>"
+
+    @property
+    def events(self) -> tuple[JournalEvent, ...]:
+        """Every event so far, in the order it was recorded."""
+        return tuple(self._events)
+
+    async def record_call(self, call: ToolCall) -> None:
+        """Append a ``"call"`` event for ``call``."""
+        self._events.append(JournalEvent("call", call))
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def record_result(self, call: ToolCall, result: ToolResult) -> None:
+        """Append a ``"result"`` event for ``call``."""
+        self._events.append(JournalEvent("result", call, result))
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def assert_balanced(self) -> None:
+        """Check that the transcript is balanced, or raise ``AssertionError``.
+
+        Balanced means: every call is recorded once and has exactly one result, recorded
+        after it; every result belongs to a recorded call (the same :class:`ToolCall`);
+        and results come in the order of their calls (model order).  Calls are told apart
+        by ``call_id``, which must be unique within the journal.
+
+        Raises:
+            AssertionError: describing the first violation, in journal order.
+        """
+        recorded: dict[str, tuple[int, ToolCall]] = {}
+        order: list[str] = []
+        answered = 0  # calls, in call order, whose result was recorded
+        for index, event in enumerate(self._events):
+            call_id = event.call.call_id
+
+            def fail(problem: str, index: int = index) -> None:
+                raise AssertionError(f"journal is not balanced: event #{index}: {problem}")
+
+            if event.kind == "call":
+                if call_id in recorded:
+                    fail(f"call {call_id!r} is recorded twice")
+                recorded[call_id] = (len(order), event.call)
+                order.append(call_id)
+                continue
+            if call_id not in recorded:
+                fail(f"result for call {call_id!r} without a call")
+            position, call = recorded[call_id]
+            if call != event.call:
+                fail(f"result for call {call_id!r} carries {event.call!r}, not {call!r}")
+            if position < answered:
+                fail(f"call {call_id!r} has more than one result")
+            if position > answered:
+                fail(
+                    f"result for call {call_id!r} is out of model order: "
+                    f"call {order[answered]!r} has no result yet"
+                )
+            answered += 1
+        if answered < len(order):
+            raise AssertionError(f"journal is not balanced: call {order[answered]!r} has no result")
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BatchOutcome:
+    """What :func:`run_tool_calls` returns for one model step.
+
+    ``results``: one per call, in model order.  ``aborted``: the step's signal had fired
+    when the batch returned.  ``halt``: the first halt in model order, or ``None``.
+    ``concludes_turn``: some result concludes the turn.  ``contexts``: every result's
+    ``additional_contexts``, concatenated in model order.
+    """
+
+    results: tuple[ToolResult, ...]
+    aborted: bool
+    halt: Halt | None
+    concludes_turn: bool
+    contexts: tuple[AdditionalContext, ...]
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_arguments(arguments: object) -> object:
+    """The model's raw JSON text parsed (see :class:`ToolCall`); other values as given."""
+    if not isinstance(arguments, str):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return arguments
+
+
+# Every unstarted call of a stopped batch gets this (frozen, so one object serves them all).
+_SYNTHETIC = aborted(body_invoked=False, synthetic=True)
+
+
+async def run_tool_calls(
+    registry: ToolRegistry,
+    calls: Iterable[ToolCall],
+    *,
+    signal: CancelSignal,
+    max_parallel: int = 10,
+    journal: Journal | None = None,
+    agent: object | None = None,
+    on_progress: Callable[[str, object], None] | None = None,
+) -> BatchOutcome:
+    """Run one model step's tool calls and return their results in model order.
+
+    Each call gets its own :class:`ToolExecutionInput` with the step's ``signal``, ``agent``
+    and, when ``on_progress`` is given, a receiver calling ``on_progress(call_id,
+    progress)``.
+
+    **Scheduling.**  Calls start in model order.  Right before a call starts it is
+    classified with ``registry.execution_mode``: an *exclusive* call waits until every
+    started call has settled and been committed, then runs alone; nothing else starts until
+    it has finished post-execute and been committed.  *Parallel* calls share a rolling pool
+    of at most ``max_parallel`` calls; a slot frees when a call's pipeline returns.  Gates
+    (pre-execute, guards, approval) run one at a time in model order: the next call starts
+    only once the previous one passed its gate (it then dispatches at once) or settled.
+
+    **Transcript.**  ``journal.record_call(call)`` is awaited when a call starts, and
+    ``journal.record_result(call, result)`` when its result is committed; results are
+    committed in model order (a later call that finishes first waits for the earlier
+    commits).  Journal writes are shielded from cancellation.
+
+    **Stopping.**  When ``signal`` fires, or a result carries a halt (``Deny(halt=...)``,
+    ``Accept``/``Block`` with a halt, ``ctx.halt_turn``), no further call starts.  Started
+    calls are drained (awaited; on cancellation the registry makes them ``ABORTED`` or
+    ``ABORTED_BEFORE_DISPATCH``; a halt does not cancel them) and committed, then every
+    unstarted call is recorded and committed with a synthetic ``ABORTED_BEFORE_DISPATCH``
+    result (``synthetic=True``) that never passes through the registry (no observers, no
+    ``finalize_content``).  ``ctx.conclude_turn()`` stops nothing.
+
+    **Failures.**  Tools and policy stages never raise out of here: they become results.
+    An *internal failure* (the journal raising, or a bug of the scheduler or registry)
+    stops new starts and further journal writes, drains the started calls without
+    cancelling them, then is raised as is (never inside an ``ExceptionGroup``); no
+    synthetic result is invented for it.  If several happen, the first is raised and the
+    others are logged on the ``"trio_tools"`` logger.
+
+    **Ambient cancellation** (a Trio scope around this call, not ``signal``) propagates as
+    ``trio.Cancelled``, never swallowed; so do ``KeyboardInterrupt`` and other
+    ``BaseException``\\ s (a lone one unwrapped; several at once in a
+    ``BaseExceptionGroup``).  Each started call publishes its result to the registry's
+    observers, but the journal then holds ``record_call`` for every started call and
+    ``record_result`` only for those committed before the cancellation arrived (a write in
+    progress completes): closing that transcript is the caller's recovery.
+
+    Args:
+        registry: the tools and policies to run the calls through.
+        calls: the step's calls, in model order.
+        signal: the step's lifetime, owned by the caller.
+        max_parallel: the pool size for parallel calls.
+        journal: where to record the transcript, or ``None``.
+        agent: the opaque owner passed to every call.
+        on_progress: ``on_progress(call_id, progress)`` for the bodies' progress reports.
+
+    Returns:
+        A frozen :class:`BatchOutcome`.
+
+    Raises:
+        ValueError: ``max_parallel`` is not an ``int`` >= 1 (a ``bool`` or a non-``int``
+            included), or two calls share a ``call_id`` (the journal would be ambiguous).
+        TypeError: an item of ``calls`` is not a :class:`ToolCall`, or ``on_progress`` is
+            not callable.
+        trio.Cancelled: ambient cancellation.
+    """
+    if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
+        raise ValueError(f"max_parallel must be an int >= 1, got {max_parallel!r}")
+    batch_calls = tuple(calls)
+    seen: set[str] = set()
+    for call in batch_calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"calls must hold ToolCall objects, got {call!r}")
+        if call.call_id in seen:
+            raise ValueError(f"call_id {call.call_id!r} appears more than once in the batch")
+        seen.add(call.call_id)
+    if on_progress is not None and not callable(on_progress):
+        raise TypeError(f"on_progress must be callable or None, got {on_progress!r}")
+    # Ambient cancellation before anything is journaled; and a schedule point even for an
+    # empty batch.
+    await trio.lowlevel.checkpoint()
+
+    batch = _Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
+    error: BaseException | None = None
+    dispose = signal.add_listener(batch.on_signal)
+    try:
+        async with trio.open_nursery() as nursery:
+            await batch.drive(nursery)
+    except BaseExceptionGroup as group:
+        error = _one_exception(group, batch.failures)
+    finally:
+        dispose()
+    if error is None and batch.failures:
+        error = _first_failure(batch.failures)
+    if error is not None:
+        # Raised outside the handler, so it does not drag the group along as its context.
+        raise error
+    return batch.outcome()
+
+
+def _first_failure(failures: list[Exception]) -> Exception:
+    for other in failures[1:]:
+        logger.error("a further internal failure of the batch", exc_info=other)
+    return failures[0]
+
+
+def _one_exception(
+    group: BaseExceptionGroup[BaseException], failures: list[Exception]
+) -> BaseException:
+    """The one exception :func:`run_tool_calls` raises for the nursery's ``group``.
+
+    The scheduler catches every ``Exception`` itself (into ``failures``), so the group holds
+    ``trio.Cancelled`` and other ``BaseException``\\ s (``KeyboardInterrupt``...).
+    """
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(reversed(cast("BaseExceptionGroup[BaseException]", current).exceptions))
+        else:
+            leaves.append(current)
+    serious = [leaf for leaf in leaves if not isinstance(leaf, trio.Cancelled)]
+    if serious:
+        if failures:
+            for failure in failures:
+                logger.error("an internal failure of the batch", exc_info=failure)
+        # Cancelled leaves were the nursery tearing down around these.
+        return serious[0] if len(serious) == 1 else group
+    if failures:
+        # Like Trio with a group of Cancelled and an error: the error is what propagates.
+        return _first_failure(failures)
+    # Only Cancelled: they are interchangeable (the cancelled scope catches any of them).
+    return leaves[0]
+
+
+class _Batch:
+    """The state of one :func:`run_tool_calls`; only the driver changes the counters."""
+
+    __slots__ = (
+        "agent",
+        "barrier_for",
+        "calls",
+        "changed",
+        "committed",
+        "exclusive_index",
+        "failures",
+        "gate_passed",
+        "halted",
+        "hooked",
+        "in_flight",
+        "inputs",
+        "journal",
+        "max_parallel",
+        "next",
+        "on_progress",
+        "recorded",
+        "registry",
+        "results",
+        "signal",
+    )
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        calls: tuple[ToolCall, ...],
+        signal: CancelSignal,
+        max_parallel: int,
+        journal: Journal | None,
+        agent: object | None,
+        on_progress: Callable[[str, object], None] | None,
+    ) -> None:
+        count = len(calls)
+        self.registry = registry
+        self.calls = calls
+        self.signal = signal
+        self.max_parallel = max_parallel
+        self.journal = journal
+        self.agent = agent
+        self.on_progress = on_progress
+        # The private gate hook is only right for the registry's own pipeline: a subclass
+        # overriding execute() gets called as such, and gates then serialise on settling.
+        self.hooked = type(registry).execute is ToolRegistry.execute
+        self.inputs: list[ToolExecutionInput | None] = [None] * count
+        self.results: list[ToolResult | None] = [None] * count
+        self.gate_passed = [False] * count
+        self.recorded = 0  # calls whose record_call was written (a prefix, model order)
+        self.next = 0  # calls started or closed synthetically (a prefix)
+        self.committed = 0  # calls whose result was written (a prefix)
+        self.in_flight = 0  # parallel calls whose pipeline has not returned
+        self.exclusive_index = -1  # the last exclusive call started
+        self.barrier_for = -1  # a call classified exclusive, waiting for its barrier
+        self.halted = False
+        self.failures: list[Exception] = []
+        self.changed = trio.Event()
+
+    # -- what the call tasks and the signal report ---------------------------------------
+
+    def on_signal(self, _reason: CancelReason) -> None:
+        self.changed.set()
+
+    def _fail(self, exc: Exception) -> None:
+        self.failures.append(exc)
+        self.changed.set()
+
+    async def _run_call(self, index: int, input: ToolExecutionInput, parallel: bool) -> None:
+        def gate_passed() -> None:
+            self.gate_passed[index] = True
+            self.changed.set()
+
+        result: ToolResult | None = None
+        try:
+            if self.hooked:
+                result = await self.registry._execute(input, gate_passed)
+            else:
+                result = await self.registry.execute(input)
+            if not isinstance(result, ToolResult):
+                raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
+        except Exception as exc:
+            # The registry turns every tool and stage failure into a result: this is a bug,
+            # an internal failure of the batch.
+            self._fail(exc)
+            result = None
+        self.gate_passed[index] = True
+        if parallel:
+            self.in_flight -= 1
+        if result is not None:
+            self.results[index] = result
+            if result.halt is not None:
+                self.halted = True
+        self.changed.set()
+
+    # -- the driver ----------------------------------------------------------------------
+
+    async def drive(self, nursery: trio.Nursery) -> None:
+        """Make progress until every call is committed, or an internal failure stops it.
+
+        Returning lets the nursery drain the started calls without cancelling them.
+        """
+        try:
+            while not self.failures and await self._step(nursery):
+                pass
+        except Exception as exc:
+            self._fail(exc)
+
+    async def _step(self, nursery: trio.Nursery) -> bool:
+        """One step of progress; ``False`` once every call is committed."""
+        index = self.committed
+        if index == len(self.calls):
+            return False
+        result = self.results[index]
+        if result is not None:
+            await self._record_result(index, result)
+            self.committed = index + 1
+        elif self.halted or self.signal.cancelled:
+            if index < self.next:
+                await self._wait_changed()  # drain: started calls settle on their own
+            elif self.recorded == index:
+                await self._record_call(index)
+            else:
+                self.results[index] = _SYNTHETIC
+                self.next = index + 1
+        elif self.next == len(self.calls) or not await self._try_start(nursery):
+            await self._wait_changed()
+        return True
+
+    async def _try_start(self, nursery: trio.Nursery) -> bool:
+        """Start the next call if it may start now; ``True`` if anything was done.
+
+        The call is classified right before it starts; ``record_call`` is written between
+        the two, so a recorded call without a result is one that may have run.
+        """
+        index = self.next
+        if index > 0 and not self.gate_passed[index - 1]:
+            return False
+        if self.exclusive_index >= self.committed:
+            return False  # an exclusive call holds the batch until it is committed
+        if self.in_flight >= self.max_parallel:
+            return False
+        input = self._input(index)
+        if self.barrier_for != index:
+            mode = self.registry.execution_mode(input)
+            if mode != "parallel" and self.committed < index:
+                self.barrier_for = index
+                return False
+        elif self.committed < index:
+            return False
+        else:
+            # Classified again: the calls it waited for may have changed the registry.
+            mode = self.registry.execution_mode(input)
+        await self._record_call(index)
+        if self.failures or self.halted or self.signal.cancelled:
+            return True  # stopped while the call was being recorded: _step closes it
+        parallel = mode == "parallel"
+        if parallel:
+            self.in_flight += 1
+        else:
+            self.exclusive_index = index
+        self.next = index + 1
+        nursery.start_soon(
+            self._run_call, index, input, parallel, name=f"tool call {input.call_id!r}"
+        )
+        return True
+
+    def _input(self, index: int) -> ToolExecutionInput:
+        input = self.inputs[index]
+        if input is None:
+            call = self.calls[index]
+            on_progress = self.on_progress
+            input = self.inputs[index] = ToolExecutionInput(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=_parse_arguments(call.arguments),
+                signal=self.signal,
+                agent=self.agent,
+                on_progress=None
+                if on_progress is None
+                else functools.partial(on_progress, call.call_id),
+            )
+        return input
+
+    async def _wait_changed(self) -> None:
+        await self.changed.wait()
+        # Reset before looking at the state again: a report made from now on sets the new
+        # event, so none is lost.
+        self.changed = trio.Event()
+
+    async def _record_call(self, index: int) -> None:
+        journal = self.journal
+        if journal is not None:
+            # A journal write that began must complete: a half-written transcript is what
+            # the journal exists to prevent, whatever is being cancelled around us.
+            with trio.CancelScope(shield=True):
+                await journal.record_call(self.calls[index])
+        self.recorded = index + 1
+
+    async def _record_result(self, index: int, result: ToolResult) -> None:
+        journal = self.journal
+        if journal is not None:
+            # Same as _record_call: a started write always completes.
+            with trio.CancelScope(shield=True):
+                await journal.record_result(self.calls[index], result)
+
+    def outcome(self) -> BatchOutcome:
+        results = tuple(result for result in self.results if result is not None)
+        assert len(results) == len(self.calls)
+        return BatchOutcome(
+            results=results,
+            aborted=self.signal.cancelled,
+            halt=next((r.halt for r in results if r.halt is not None), None),
+            concludes_turn=any(r.concludes_turn for r in results),
+            contexts=tuple(c for r in results for c in r.additional_contexts),
+        )
