@@ -51,11 +51,6 @@ class ExecutionToken(metaclass=NoPublicConstructor):
         return f"<trio_tools.ExecutionToken for call {self._call_id!r} at {id(self):#x}>"
 
 
-def _optional_callable(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and not callable(value):
-        raise TypeError(f"{attribute.name} must be callable or None, got {value!r}")
-
-
 @final
 @attrs.frozen(kw_only=True)
 class ToolExecutionInput:
@@ -68,18 +63,26 @@ class ToolExecutionInput:
     values while the body runs.
     """
 
-    call_id: str = attrs.field(validator=attrs.validators.instance_of(str))
-    name: str = attrs.field(validator=attrs.validators.instance_of(str))
+    call_id: str
+    name: str
     arguments: object
     signal: CancelSignal
     agent: object | None = None
-    parent: ExecutionToken | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(ExecutionToken)),
-    )
-    on_progress: Callable[[object], None] | None = attrs.field(
-        default=None, validator=_optional_callable
-    )
+    parent: ExecutionToken | None = None
+    on_progress: Callable[[object], None] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        # One check function rather than a validator per field: every tool call builds an
+        # input, and this keeps construction cheap.  The signal is deliberately not checked
+        # at run time: the type checker owns that contract (DESIGN.md §2).
+        if type(self.call_id) is not str:
+            raise TypeError(f"call_id must be a str, got {self.call_id!r}")
+        if type(self.name) is not str:
+            raise TypeError(f"name must be a str, got {self.name!r}")
+        if self.parent is not None and type(self.parent) is not ExecutionToken:
+            raise TypeError(f"parent must be an ExecutionToken or None, got {self.parent!r}")
+        if self.on_progress is not None and not callable(self.on_progress):
+            raise TypeError(f"on_progress must be callable or None, got {self.on_progress!r}")
 
 
 class _Run:
@@ -131,7 +134,7 @@ class _Run:
         self.body_invoked = False
         self.progress_open = False
         self.settled = False
-        self.body_contexts: list[AdditionalContext] = []
+        self.body_contexts: tuple[AdditionalContext, ...] = ()
         self.halt: Halt | None = None
         self.concludes = False
         # A result no later stage may change (materialisation failure), if any.
@@ -256,7 +259,7 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
     __slots__ = ("_nursery", "_signal")
 
     def __init__(self, run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> None:
-        super().__init__(run)
+        self._run = run
         self._signal = signal
         self._nursery = nursery
 
@@ -286,7 +289,7 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         run = self._run
         if run.settled:
             raise RuntimeError("defer_context() called after the tool call settled")
-        run.body_contexts.append(ctx)
+        run.body_contexts += (ctx,)
 
     def report_progress(self, progress: object) -> None:
         """Pass ``progress`` to the caller's ``on_progress`` while the body runs.

@@ -64,6 +64,7 @@ from ._results import (
     exception_result,
     make_result,
     replace_result,
+    text_block,
 )
 from ._signal import _Link
 from ._tool import (
@@ -272,7 +273,7 @@ def _not_json_result(what: str) -> ToolResult:
 def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
     """Content for a body's return value, or ``None`` when it is plain JSON data."""
     if type(value) is str:
-        return (TextBlock(value),)
+        return (text_block(value),)
     if isinstance(value, TextBlock | ImageBlock):
         return (value,)
     if isinstance(value, list | tuple):
@@ -551,7 +552,7 @@ class ToolRegistry:
             # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
             fallback = run.decided or aborted(
                 body_invoked=run.body_invoked,
-                additional_contexts=tuple(run.body_contexts),
+                additional_contexts=run.body_contexts,
                 halt=run.halt,
             )
             fallback = self._finish(run, fallback, finalize)
@@ -710,7 +711,7 @@ class ToolRegistry:
             if link is not None:
                 link.detach()
             run.dispatch_signal = wrapper_signal
-        contexts = tuple(run.body_contexts)
+        contexts = run.body_contexts
         if failure is not None:
             failures, others = _split_failure(failure)
             if others:

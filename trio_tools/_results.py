@@ -219,6 +219,13 @@ def make_result(
     return result
 
 
+def text_block(text: str) -> TextBlock:
+    """``TextBlock(text)`` for a ``text`` already known to be a ``str``, without validation."""
+    block = object.__new__(TextBlock)
+    _set(block, "text", text)
+    return block
+
+
 def replace_result(result: ToolResult, **changes: Any) -> ToolResult:
     """``attrs.evolve`` without re-validation, for values the library made or validated."""
     copy = object.__new__(ToolResult)
@@ -238,7 +245,7 @@ def error_result(
 ) -> ToolResult:
     """A registry-made error: the model text is ``Error: {message}``."""
     return make_result(
-        (TextBlock(f"Error: {message}"),),
+        (text_block(f"Error: {message}"),),
         is_error=True,
         error=ErrorInfo(name, code, message),
         additional_contexts=additional_contexts,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
+import sys
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, cast, final, overload
@@ -41,7 +41,8 @@ def _check_timeout(_instance: object, _attribute: object, value: Any) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
+        # rejects NaN, inf and ints too large for a float (math.isfinite raises on those)
+        or not value <= sys.float_info.max
         or value <= 0
     ):
         raise ValueError(
