@@ -716,7 +716,12 @@ class ToolRegistry:
             failures, others = _split_failure(failure)
             if others:
                 # Not ours to turn into a result: ambient cancellation, KeyboardInterrupt...
-                if not failures and len(others) == 1 and not isinstance(others[0], trio.Cancelled):
+                # The per-call nursery is ours: callers get a lone exception unwrapped, and
+                # ambient cancellation as a bare trio.Cancelled (several Cancelled are
+                # interchangeable: the cancelled scope catches any of them).
+                if not failures and (
+                    len(others) == 1 or all(isinstance(o, trio.Cancelled) for o in others)
+                ):
                     raise others[0] from None
                 raise failure
             return replace_result(

@@ -188,7 +188,20 @@ class ToolResult:
 
 
 _FIELDS = tuple(a.name for a in attrs.fields(ToolResult))
-_set = object.__setattr__
+# The slot descriptors of the frozen classes: setting through them skips attrs' frozen
+# ``__setattr__`` and the attribute lookup of ``object.__setattr__``.
+_RESULT_SLOTS = tuple(ToolResult.__dict__[name].__set__ for name in _FIELDS)
+(
+    _set_content,
+    _set_is_error,
+    _set_error,
+    _set_contexts,
+    _set_meta,
+    _set_concludes,
+    _set_halt,
+    _set_synthetic,
+) = _RESULT_SLOTS
+_set_text = TextBlock.__dict__["text"].__set__
 
 
 def make_result(
@@ -208,29 +221,29 @@ def make_result(
     path, where every value was made or validated by the library itself.
     """
     result = object.__new__(ToolResult)
-    _set(result, "content", content)
-    _set(result, "is_error", is_error)
-    _set(result, "error", error)
-    _set(result, "additional_contexts", additional_contexts)
-    _set(result, "meta", meta)
-    _set(result, "concludes_turn", concludes_turn)
-    _set(result, "halt", halt)
-    _set(result, "synthetic", synthetic)
+    _set_content(result, content)
+    _set_is_error(result, is_error)
+    _set_error(result, error)
+    _set_contexts(result, additional_contexts)
+    _set_meta(result, meta)
+    _set_concludes(result, concludes_turn)
+    _set_halt(result, halt)
+    _set_synthetic(result, synthetic)
     return result
 
 
 def text_block(text: str) -> TextBlock:
     """``TextBlock(text)`` for a ``text`` already known to be a ``str``, without validation."""
     block = object.__new__(TextBlock)
-    _set(block, "text", text)
+    _set_text(block, text)
     return block
 
 
 def replace_result(result: ToolResult, **changes: Any) -> ToolResult:
     """``attrs.evolve`` without re-validation, for values the library made or validated."""
     copy = object.__new__(ToolResult)
-    for name in _FIELDS:
-        _set(copy, name, changes[name] if name in changes else getattr(result, name))
+    for name, set_slot in zip(_FIELDS, _RESULT_SLOTS, strict=True):
+        set_slot(copy, changes[name] if name in changes else getattr(result, name))
     return copy
 
 
