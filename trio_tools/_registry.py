@@ -693,19 +693,25 @@ class ToolRegistry:
         fused = wrapper_signal if link is None else link.signal
         failure: BaseException | None = None
         value: object = None
+        key = -1
         try:
             if fused.cancelled:
                 return aborted(body_invoked=False)
             run.body_invoked = True
             run.progress_open = True
-            with fused.open_scope():
-                async with trio.open_nursery() as nursery:
-                    value = await definition.execute(
-                        args, ToolRunContext._create(run, fused, nursery)
-                    )
+            # The per-call nursery's own cancel scope is the scope bound to the fused
+            # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
+            # same behaviour): the body and everything it started stop at their next
+            # checkpoint, and the nursery absorbs its own Cancelled.
+            async with trio.open_nursery() as nursery:
+                key = fused._bind(nursery.cancel_scope)
+                value = await definition.execute(args, ToolRunContext._create(run, fused, nursery))
         except BaseException as exc:
             failure = exc
         finally:
+            # Only now: work the body started may outlive it inside the nursery, and must
+            # still hear the signal until the nursery is done.
+            fused._listeners.pop(key, None)
             run.progress_open = False
             run.settled = True
             if link is not None:

@@ -155,6 +155,16 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
+    def _bind(self, scope: trio.CancelScope) -> int:
+        """Cancel ``scope`` when the signal fires; return the key that unbinds it.
+
+        The registry binds the body's per-call nursery scope directly, which is what
+        ``open_scope()`` does with a scope of its own.  The signal must not have fired.
+        """
+        key = next(_keys)
+        self._listeners[key] = lambda reason: scope.cancel(reason=_scope_reason(reason))
+        return key
+
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it."""
         if self._reason is not None:
