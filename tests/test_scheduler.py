@@ -820,3 +820,106 @@ async def test_memory_journal_writes_are_not_interrupted_by_cancellation() -> No
         await journal.record_call(A)
         await journal.record_result(A, done("a"))
     assert (call_event(A), result_event(A, done("a"))) == journal.events
+
+
+async def test_several_internal_failures_raise_the_first_and_log_the_others(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    step = Step()
+    execute = step.registry._execute
+
+    async def buggy(input: Any, on_gate_passed: Any, on_dispatch_settled: Any) -> ToolResult:
+        await execute(input, on_gate_passed, on_dispatch_settled)
+        raise RuntimeError(f"bug after {input.call_id}")
+
+    monkeypatch.setattr(step.registry, "_execute", buggy)
+    raised: list[BaseException] = []
+    async with trio.open_nursery() as nursery:
+
+        async def runner() -> None:
+            try:
+                await step.run(calls("read:r1", "read:r2", "read:r3"), max_parallel=2)
+            except RuntimeError as exc:
+                raised.append(exc)
+
+        nursery.start_soon(runner)
+        await settle()
+        step.release("r2")
+        await settle()
+        assert [] == raised  # r1 is drained, not cancelled
+        step.release("r1")
+
+    assert ["bug after r2"] == [str(exc) for exc in raised]
+    assert ["start:r1", "start:r2", "end:r2", "end:r1"] == step.log
+    logged = [record.exc_info[1] for record in caplog.records if record.exc_info]
+    assert ["bug after r1"] == [str(exc) for exc in logged]
+    assert [("call", "r1"), ("call", "r2")] == step.events()
+
+
+async def test_a_journal_write_in_progress_completes_despite_ambient_cancellation() -> None:
+    step = Step()
+    step.registry.register(define_tool(step.instant, name="instant_write"))
+    write_gate = trio.Event()
+    journal = MemoryJournal()
+
+    class SlowJournal:
+        async def record_call(self, call: ToolCall) -> None:
+            await journal.record_call(call)
+
+        async def record_result(self, call: ToolCall, result: ToolResult) -> None:
+            await write_gate.wait()
+            await journal.record_result(call, result)
+
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+
+        async def runner() -> None:
+            with scope:
+                await step.run(calls("instant_write:w1", "read:r2"), journal=SlowJournal())
+
+        nursery.start_soon(runner)
+        await settle()
+        scope.cancel()
+        await settle()
+        try:
+            assert 1 == len(journal.events)  # still writing w1's result: it is shielded
+        finally:
+            write_gate.set()
+
+    assert scope.cancelled_caught
+    assert step.outcome is None
+    w1 = ToolCall("w1", "instant_write", "{}")
+    # The write completed; then the batch stopped: r2 was neither recorded nor started.
+    assert (call_event(w1), result_event(w1, done("w1"))) == journal.events
+    assert [("w1", done("w1"))] == step.observed
+
+
+async def test_a_pool_slot_frees_when_dispatch_settles_before_post_execute() -> None:
+    """DESIGN.md §8: the slot frees when the call's dispatch settles, not at commit."""
+    step = Step()
+    post_gate = trio.Event()
+
+    async def slow_post(
+        execution: ToolExecution, result: ToolResult, call_next: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        step.log.append(f"post:{execution.call_id}")
+        if execution.call_id == "r1":
+            await post_gate.wait()
+        return await call_next()
+
+    step.registry.add_post_execute(slow_post)
+    async with trio.open_nursery() as nursery:
+        step.start(nursery, calls("read:r1", "read:r2"), max_parallel=1)
+        await settle()
+        step.release("r1")
+        await settle()
+        # r1 waits in post-execute; its pool slot is free, so r2's body has started.
+        assert ["start:r1", "end:r1", "post:r1", "start:r2"] == step.log
+        step.release("r2")
+        await settle()
+        post_gate.set()
+    assert step.outcome is not None
+    assert [TextBlock("r1 done"), TextBlock("r2 done")] == [
+        r.content[0] for r in step.outcome.results
+    ]
+    step.journal.assert_balanced()

@@ -500,17 +500,22 @@ class ToolRegistry:
             BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
                 publication.
         """
-        return await self._execute(input, None)
+        return await self._execute(input, None, None)
 
     async def _execute(
-        self, input: ToolExecutionInput, on_gate_passed: Callable[[], None] | None
+        self,
+        input: ToolExecutionInput,
+        on_gate_passed: Callable[[], None] | None,
+        on_dispatch_settled: Callable[[], None] | None,
     ) -> ToolResult:
-        """:meth:`execute`, plus the batch scheduler's private hook (``_scheduler.py``).
+        """:meth:`execute`, plus the batch scheduler's private hooks (``_scheduler.py``).
 
         ``on_gate_passed()`` is called synchronously when the gate allowed the call, right
         before the around-execute chain: the scheduler starts the next call's gate only then
         (or once this call settled), so gates run one at a time in model order while each
-        call dispatches right after its own gate.  ``execute`` passes ``None``: one check.
+        call dispatches right after its own gate.  ``on_dispatch_settled()`` is called when
+        the around-execute chain (and so the body) has settled, before post-execute: that
+        frees the call's pool slot.  ``execute`` passes ``None``: one check each.
         """
         # 1. Entry (synchronous): token, fields read once, definition, materialisation.
         run, finalize = self._enter(input)
@@ -533,10 +538,14 @@ class ToolRegistry:
                 if result is None:
                     if on_gate_passed is not None:
                         on_gate_passed()
-                    if stages.around:
-                        result = await self._around_execute(run, args)
-                    else:
-                        result = await self._dispatch(run, args)
+                    try:
+                        if stages.around:
+                            result = await self._around_execute(run, args)
+                        else:
+                            result = await self._dispatch(run, args)
+                    finally:
+                        if on_dispatch_settled is not None:
+                            on_dispatch_settled()
                     result = self._cancellation_overrides(run, result)
                 # 6. Post-execute, then cancellation that arrived while it waited.
                 if stages.post:

@@ -77,7 +77,8 @@ class JournalEvent:
     """One entry of a :class:`MemoryJournal`: a recorded call, or a committed result.
 
     ``kind`` is ``"call"`` (``result`` is ``None``) or ``"result"`` (``result`` is the
-    committed :class:`ToolResult`).
+    committed :class:`ToolResult`).  The fields may be given positionally, in the order
+    ``JournalEvent(kind, call, result)`` of DESIGN.md.
     """
 
     kind: Literal["call", "result"] = attrs.field(
@@ -239,7 +240,8 @@ async def run_tool_calls(
     classified with ``registry.execution_mode``: an *exclusive* call waits until every
     started call has settled and been committed, then runs alone; nothing else starts until
     it has finished post-execute and been committed.  *Parallel* calls share a rolling pool
-    of at most ``max_parallel`` calls; a slot frees when a call's pipeline returns.  Gates
+    of at most ``max_parallel`` calls; a slot frees when a call's dispatch (the
+    around-execute chain and the body) settles, before its post-execute.  Gates
     (pre-execute, guards, approval) run one at a time in model order: the next call starts
     only once the previous one passed its gate (it then dispatches at once) or settled.
 
@@ -312,8 +314,8 @@ async def run_tool_calls(
     try:
         async with trio.open_nursery() as nursery:
             await batch.drive(nursery)
-    except BaseExceptionGroup as group:
-        error = _one_exception(group, batch.failures)
+    except BaseException as exc:  # a group, or a lone one with loose exception groups
+        error = _one_exception(exc, batch.failures)
     finally:
         dispose()
     if error is None and batch.failures:
@@ -330,10 +332,8 @@ def _first_failure(failures: list[Exception]) -> Exception:
     return failures[0]
 
 
-def _one_exception(
-    group: BaseExceptionGroup[BaseException], failures: list[Exception]
-) -> BaseException:
-    """The one exception :func:`run_tool_calls` raises for the nursery's ``group``.
+def _one_exception(group: BaseException, failures: list[Exception]) -> BaseException:
+    """The one exception :func:`run_tool_calls` raises for what its nursery raised.
 
     The scheduler catches every ``Exception`` itself (into ``failures``), so the group holds
     ``trio.Cancelled`` and other ``BaseException``\\ s (``KeyboardInterrupt``...).
@@ -373,7 +373,6 @@ class _Batch:
         "failures",
         "gate_passed",
         "halted",
-        "hooked",
         "in_flight",
         "inputs",
         "journal",
@@ -404,9 +403,6 @@ class _Batch:
         self.journal = journal
         self.agent = agent
         self.on_progress = on_progress
-        # The private gate hook is only right for the registry's own pipeline: a subclass
-        # overriding execute() gets called as such, and gates then serialise on settling.
-        self.hooked = type(registry).execute is ToolRegistry.execute
         self.inputs: list[ToolExecutionInput | None] = [None] * count
         self.results: list[ToolResult | None] = [None] * count
         self.gate_passed = [False] * count
@@ -430,16 +426,23 @@ class _Batch:
         self.changed.set()
 
     async def _run_call(self, index: int, input: ToolExecutionInput, parallel: bool) -> None:
+        slot_held = parallel
+
         def gate_passed() -> None:
             self.gate_passed[index] = True
             self.changed.set()
 
+        def dispatch_settled() -> None:
+            # The pool slot frees here, before post-execute (DESIGN.md §8).
+            nonlocal slot_held
+            if slot_held:
+                slot_held = False
+                self.in_flight -= 1
+                self.changed.set()
+
         result: ToolResult | None = None
         try:
-            if self.hooked:
-                result = await self.registry._execute(input, gate_passed)
-            else:
-                result = await self.registry.execute(input)
+            result = await self.registry._execute(input, gate_passed, dispatch_settled)
             if not isinstance(result, ToolResult):
                 raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
         except Exception as exc:
@@ -448,8 +451,7 @@ class _Batch:
             self._fail(exc)
             result = None
         self.gate_passed[index] = True
-        if parallel:
-            self.in_flight -= 1
+        dispatch_settled()  # a call that never dispatched frees its slot when it settles
         if result is not None:
             self.results[index] = result
             if result.halt is not None:
@@ -471,6 +473,9 @@ class _Batch:
 
     async def _step(self, nursery: trio.Nursery) -> bool:
         """One step of progress; ``False`` once every call is committed."""
+        # Ambient cancellation stops the batch at its next step: a journal write that was
+        # in progress has completed (shielded), nothing more is written or started.
+        await trio.lowlevel.checkpoint_if_cancelled()
         index = self.committed
         if index == len(self.calls):
             return False
@@ -517,6 +522,7 @@ class _Batch:
         await self._record_call(index)
         if self.failures or self.halted or self.signal.cancelled:
             return True  # stopped while the call was being recorded: _step closes it
+        await trio.lowlevel.checkpoint_if_cancelled()  # never a schedule point otherwise
         parallel = mode == "parallel"
         if parallel:
             self.in_flight += 1
