@@ -1139,3 +1139,67 @@ async def test_a_logged_listener_failure_does_not_break_the_call(
 
     dispose()
     assert aborted() == result
+
+
+# --------------------------------------------------------------------------------------
+# Nurseries inside stages, lexical scopes in wrappers, BaseExceptions from finalize
+
+
+async def test_cancel_during_a_pre_hook_waiting_in_its_own_nursery_aborts_before_dispatch(
+    h: Harness,
+) -> None:
+    stages = Stages(h)
+
+    async def pre(execution: ToolExecution, call_next: PreNext) -> PreDecision:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            stages.reached.set()
+            await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    h.registry.add_pre_execute(pre)
+    stages.body()
+
+    assert aborted_before_dispatch() == await stages.run_and_cancel()
+    assert ["post"] == stages.calls
+
+
+async def test_a_wrapper_may_bound_the_body_with_a_lexical_trio_scope(
+    h: Harness, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+        with trio.move_on_after(2):
+            return await call_next()
+        return ok("gave up after 2s", contexts=[note("wrapper")])
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.defer_context(note("body"))
+        await trio.sleep_forever()
+        return "unreachable"
+
+    h.registry.add_around_execute(wrapper)
+    h.registry.register(define_tool(body, name=TOOL))
+
+    result = await h.execute()
+
+    assert ok("gave up after 2s", contexts=[note("body"), note("wrapper")]) == result
+    assert 2 == trio.current_time()
+    assert 0 == h.signal.statistics().listeners
+
+
+async def test_a_base_exception_from_finalize_content_propagates_after_publication(
+    h: Harness,
+) -> None:
+    calls: list[ToolResult] = []
+
+    def finalize(execution: ToolExecution, result: ToolResult) -> None:
+        calls.append(result)
+        raise Fatal
+
+    h.registry.register(define_tool(_done, name=TOOL, finalize_content=finalize))
+
+    with pytest.raises(Fatal):
+        await h.registry.execute(h.input())
+
+    assert [ok("done")] == calls
+    assert [aborted()] == h.published

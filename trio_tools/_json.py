@@ -161,5 +161,59 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
 
 
 def to_compact_json(value: object) -> str:
-    """Encode a frozen JSON value compactly (``separators=(",", ":")``)."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    """Encode a frozen JSON value compactly (``separators=(",", ":")``).
+
+    Ints of any size are encoded, also past Python's int-to-text digit limit
+    (``sys.get_int_max_str_digits()``), which ``json.dumps`` refuses.
+    """
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        # Only a huge int gets here (everything else was validated by ``freeze``).  The
+        # depth is bounded by MAX_DEPTH, so recursion is safe.
+        out: list[str] = []
+        _encode(value, out)
+        return "".join(out)
+
+
+_DIGITS_PER_CHUNK = 1000
+_CHUNK = 10**_DIGITS_PER_CHUNK
+
+
+def _int_text(number: int) -> str:
+    try:
+        return str(number)
+    except ValueError:
+        pass
+    sign = "-" if number < 0 else ""
+    number = abs(number)
+    chunks: list[int] = []
+    while number:
+        number, chunk = divmod(number, _CHUNK)
+        chunks.append(chunk)
+    head = str(chunks.pop())
+    return sign + head + "".join(f"{chunk:0{_DIGITS_PER_CHUNK}d}" for chunk in reversed(chunks))
+
+
+def _encode(value: object, out: list[str]) -> None:
+    kind = type(value)
+    if kind is int:
+        out.append(_int_text(cast(int, value)))
+    elif kind is tuple or kind is list:
+        out.append("[")
+        for index, item in enumerate(cast("tuple[object, ...]", value)):
+            if index:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    elif kind is FrozenDict or kind is dict:
+        out.append("{")
+        for index, (key, item) in enumerate(cast("dict[str, object]", value).items()):
+            if index:
+                out.append(",")
+            out.append(json.dumps(key))
+            out.append(":")
+            _encode(item, out)
+        out.append("}")
+    else:
+        out.append(json.dumps(value, allow_nan=False))

@@ -557,6 +557,10 @@ class ToolRegistry:
                 # The body's nursery was the schedule point on the dispatch path; every
                 # other path still owes the caller one.
                 await trio.lowlevel.cancel_shielded_checkpoint()
+            # 7. Finish: snapshot, finalize_content (called once: it is consumed here, so a
+            # BaseException it raises leads to a fallback without a second call), freeze.
+            finalize_once, finalize = finalize, None
+            result = self._finish(run, candidate, finalize_once)
         except BaseException:
             # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
             fallback = run.decided or aborted(
@@ -568,8 +572,7 @@ class ToolRegistry:
             if stages.observers:
                 await self._publish(run, fallback)
             raise
-        # 7. Finish (snapshot, finalize_content, freeze), then publish the same object.
-        result = self._finish(run, candidate, finalize)
+        # Publish the same object that is returned.
         if stages.observers:
             await self._publish(run, result)
         return result
