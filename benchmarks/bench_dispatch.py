@@ -24,14 +24,18 @@ Floors:
 * P6: 10,000 tasks parked in ``trio.sleep_forever()`` (tracemalloc peak).
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
-timed goal takes the median of ``--rounds`` rounds of ``--calls`` calls, after ``--warmup``
-rounds, with ``gc.collect()`` before every round; floor and library rounds are interleaved so
-drift hits both.  The ratio is median(library) / median(floor).
+timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
+per variant.  Within a round the variants alternate in chunks of ``--chunk`` calls (P4: one
+batch), with ``gc.collect()`` before every chunk, so a change of machine load hits floor and
+library alike; a goal's ratio is the median over rounds of library/floor measured in the same
+round.  Diagnostic lines give microseconds per call and the same ratio in process CPU time
+(:func:`time.process_time`), which is steadier on a shared machine.  P5 takes one cancellation
+per round (floor and library alternate); P6 takes the median of at most 3 rounds.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_dispatch.py            # 5 rounds of 10,000 calls
-    .venv/bin/python benchmarks/bench_dispatch.py --quick    # smoke run, ~1 s, numbers meaningless
+    .venv/bin/python benchmarks/bench_dispatch.py --quick    # smoke run (~1 s), meaningless numbers
     .venv/bin/python benchmarks/bench_dispatch.py --only P1,P2 --rounds 9
 
 It always exits 0: a ``MISS`` is a finding to report, not a failure.
@@ -89,7 +93,7 @@ class Config:
 
 
 def parse_args(argv: list[str] | None) -> Config:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds per goal (5)")
     parser.add_argument("--calls", type=int, default=10_000, help="calls per round (10,000)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (1)")
@@ -366,7 +370,7 @@ def scheduler() -> Any | None:
 
 
 async def bench_batch(cfg: Config) -> None:
-    run_tool_calls = scheduler()
+    run_tool_calls: Any = scheduler()
     tool_call = getattr(trio_tools, "ToolCall", None)
     if run_tool_calls is None or tool_call is None:
         print("P4 run_tool_calls batch ... SKIP (scheduler not available)")
@@ -450,6 +454,27 @@ async def floor_cancel(n: int) -> float:
     return time.perf_counter() - start
 
 
+async def per_call_nursery_cancel(n: int) -> float:
+    """Diagnostic floor: what the design costs in plain Trio (DESIGN section 4 runs every body
+    in its own nursery bound to the signal): ``n`` tasks each parked in their own nursery,
+    whose scopes are cancelled one by one, as the signal's listeners do."""
+    scopes: list[trio.CancelScope] = []
+
+    async def task() -> None:
+        async with trio.open_nursery() as own:
+            scopes.append(own.cancel_scope)
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(task)
+        await trio.testing.wait_all_tasks_blocked()
+        start = time.perf_counter()
+        for scope in scopes:
+            scope.cancel(reason="CANCELLED: benchmark")
+    return time.perf_counter() - start
+
+
 async def execute_cancel(n: int) -> float:
     parked = Parked()
     registry = sleeper_registry(parked)
@@ -476,8 +501,8 @@ async def execute_cancel(n: int) -> float:
 
 
 async def batch_cancel(n: int) -> float:
-    run_tool_calls = scheduler()
-    tool_call = trio_tools.ToolCall  # type: ignore[attr-defined]
+    run_tool_calls: Any = scheduler()
+    tool_call = getattr(trio_tools, "ToolCall")  # noqa: B009 - absent before the scheduler
     parked = Parked()
     registry = sleeper_registry(parked)
     source = CancelSource()
@@ -503,6 +528,7 @@ async def bench_cancel(cfg: Config) -> None:
     n = cfg.inflight
     variants: dict[str, Callable[[int], Awaitable[float]]] = {
         "floor": floor_cancel,
+        "per-call nursery": per_call_nursery_cancel,
         "execute": execute_cancel,
     }
     if scheduler() is not None:
@@ -516,10 +542,9 @@ async def bench_cancel(cfg: Config) -> None:
                 samples[name].append(elapsed)
     median = {name: statistics.median(values) for name, values in samples.items()}
 
-    def ratio(name: str) -> float:
-        return statistics.median(
-            a / b for a, b in zip(samples[name], samples["floor"], strict=True)
-        )
+    def ratio(name: str, floor: str = "floor") -> float:
+        pairs = zip(samples[name], samples[floor], strict=True)
+        return statistics.median(a / b for a, b in pairs)
 
     goal_line(
         "P5",
@@ -529,6 +554,11 @@ async def bench_cancel(cfg: Config) -> None:
     )
     diag(f"floor: {median['floor'] * 1e3:.2f} ms ({us(median['floor'] / n)}/task)")
     diag(f"execute: {median['execute'] * 1e3:.2f} ms ({us(median['execute'] / n)}/call)")
+    diag(
+        f"plain-Trio per-call nursery floor: {median['per-call nursery'] * 1e3:.2f} ms, ratio "
+        f"{ratio('per-call nursery'):.2f}; execute over it: "
+        f"{ratio('execute', 'per-call nursery'):.2f}"
+    )
     if "batch" in median:
         diag(
             f"run_tool_calls batch (max_parallel={n}): {median['batch'] * 1e3:.2f} ms, ratio "
@@ -542,9 +572,13 @@ async def bench_cancel(cfg: Config) -> None:
 # P6: memory of in-flight calls
 
 
-async def parked_peak(n: int, spawn: Callable[[trio.Nursery], None], parked: Parked) -> int:
-    """Peak traced bytes, over the baseline, while ``n`` tasks are started and parked."""
+async def parked_peak(
+    n: int, spawn: Callable[[trio.Nursery], None], parked: Parked
+) -> tuple[int, int]:
+    """Peak traced bytes over the baseline while ``n`` tasks are started and parked, and the
+    number of extra gc-tracked objects once they are parked."""
     gc.collect()
+    objects = len(gc.get_objects())
     baseline = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
     async with trio.open_nursery() as nursery:
@@ -552,8 +586,9 @@ async def parked_peak(n: int, spawn: Callable[[trio.Nursery], None], parked: Par
             spawn(nursery)
         await wait_parked(parked, n)
         peak = tracemalloc.get_traced_memory()[1]
+        objects = len(gc.get_objects()) - objects
         nursery.cancel_scope.cancel()
-    return peak - baseline
+    return peak - baseline, objects
 
 
 async def bench_memory(cfg: Config) -> None:
@@ -582,12 +617,13 @@ async def bench_memory(cfg: Config) -> None:
     rounds = max(1, min(cfg.rounds, 3))  # tracemalloc is slow and memory is near-deterministic
     floors: list[float] = []
     calls: list[float] = []
+    floor_objects = call_objects = 0
     tracemalloc.start()
     try:
         for index in range(cfg.warmup + rounds):
             floor_parked.count = parked.count = 0
-            floor_bytes = await parked_peak(n, spawn_floor, floor_parked)
-            call_bytes = await parked_peak(n, spawn_call, parked)
+            floor_bytes, floor_objects = await parked_peak(n, spawn_floor, floor_parked)
+            call_bytes, call_objects = await parked_peak(n, spawn_call, parked)
             if index >= cfg.warmup:
                 floors.append(floor_bytes / n)
                 calls.append(call_bytes / n)
@@ -603,6 +639,10 @@ async def bench_memory(cfg: Config) -> None:
     )
     diag(f"bare sleeping task {floor / 1024:.2f} KiB; execute call {per_call / 1024:.2f} KiB")
     diag(f"tracemalloc peak over baseline, {n} in flight, median of {rounds} round(s)")
+    diag(
+        f"gc-tracked objects per in-flight call: execute {call_objects / n:.1f}, "
+        f"bare task {floor_objects / n:.1f} (the cyclic GC walks them all: see P5)"
+    )
 
 
 # ------------------------------------------------------------------------------------------

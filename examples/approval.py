@@ -34,7 +34,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Literal, Self, cast
+from typing import Self, cast
 
 import attrs
 import trio
@@ -51,6 +51,8 @@ class LineReader:
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._eof = False
+        # A terminal echoes what the user types; piped input is echoed by the prompt.
+        self.echo = not os.isatty(sys.stdin.fileno())
         self._stream: trio.lowlevel.FdStream | None = None
         if sys.platform != "win32":
             # A duplicate: closing the stream must not close the process's own stdin.
@@ -86,14 +88,10 @@ class LineReader:
         return line.decode(errors="replace").strip()
 
 
-def terminal_approver(
-    lines: LineReader,
-) -> Callable[[trio_tools.ApprovalRequest], Awaitable[Literal["granted", "rejected", "cancelled"]]]:
+def terminal_approver(lines: LineReader) -> trio_tools.Approver:
     """An approver that asks on the terminal."""
 
-    async def approve(
-        request: trio_tools.ApprovalRequest,
-    ) -> Literal["granted", "rejected", "cancelled"]:
+    async def approve(request: trio_tools.ApprovalRequest) -> trio_tools.ApprovalAnswer:
         execution = request.execution
         print(f"  ? {request.reason} Allow {execution.name}({dict_text(execution.arguments)})?")
         print("    [y/N] > ", end="", flush=True)
@@ -107,7 +105,8 @@ def terminal_approver(
         if answer is None:
             print("(end of input)")
             return "cancelled"
-        print(answer)
+        if lines.echo:
+            print(answer)
         return "granted" if answer.lower() in ("y", "yes") else "rejected"
 
     return approve

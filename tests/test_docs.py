@@ -8,8 +8,9 @@
 * ``docs/api.md`` has a section for every public name of ``trio_tools`` (and none for a
   name that is gone), and each section mentions every parameter / field of its name.
 * Every error code constant is explained in ``docs/concepts.md`` or ``docs/pipeline.md``.
-* Relative links between the pages point to files that exist.
-* The README's quick start is exactly ``make demo`` and ``make test``.
+* Relative links point to files that exist, and to headings that exist (``page.md#anchor``).
+* The README's quick start is exactly ``make demo`` and ``make test``, and it links every
+  page of ``docs/``.
 
 Run ``python tests/test_docs.py FILE.md`` to print what each program of a page outputs.
 """
@@ -124,7 +125,7 @@ def test_the_docs_have_programs() -> None:
 def test_program_runs(block: Block, tmp_path: Path) -> None:
     """A full program of the docs runs, exits 0, and prints its ```output block."""
     done = run_program(block, tmp_path)
-    assert done.returncode == 0, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
+    assert 0 == done.returncode, f"{block.id} failed:\n{done.stdout}\n{done.stderr}"
     if block.output is not None:
         assert _normalise(block.output) == _normalise(done.stdout), block.id
 
@@ -203,19 +204,38 @@ def test_every_error_code_is_explained(name: str) -> None:
     assert f"`{CODE_CONSTANTS[name]}`" in text
 
 
-_LINK = re.compile(r"\]\(([^)\s#]+)(#[^)]*)?\)")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(page: Path) -> set[str]:
+    """The heading anchors of a page, as GitHub makes them (duplicates get ``-1``...)."""
+    found: set[str] = set()
+    in_code = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and (match := re.match(r"^#{1,6} (.*)$", line)):
+            slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
+            unique, count = slug, 0
+            while unique in found:
+                count += 1
+                unique = f"{slug}-{count}"
+            found.add(unique)
+    return found
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_relative_links_resolve(page: Path) -> None:
-    text = page.read_text(encoding="utf-8")
-    broken = [
-        target
-        for target, _anchor in _LINK.findall(text)
-        if "://" not in target
-        and not target.startswith("mailto:")
-        and not (page.parent / target).exists()
-    ]
+    """Links to other files of the repository, and to headings in Markdown pages."""
+    broken: list[str] = []
+    for link in _LINK.findall(page.read_text(encoding="utf-8")):
+        if "://" in link or link.startswith("mailto:"):
+            continue
+        target, _, anchor = link.partition("#")
+        path = (page.parent / target) if target else page
+        exists = path.exists()
+        if not exists or (anchor and path.suffix == ".md" and anchor not in anchors(path)):
+            broken.append(link)
     assert [] == broken
 
 

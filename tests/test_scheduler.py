@@ -452,8 +452,19 @@ async def test_ambient_cancellation_propagates_as_cancelled_after_publishing() -
     assert 1 == len(raised)
     assert isinstance(raised[0], trio.Cancelled)  # not wrapped in an ExceptionGroup
     assert [("r1", ABORTED), ("r2", ABORTED)] == sorted(step.observed, key=lambda o: o[0])
-    # The journal holds the started calls, without results: closing it is recovery's job.
-    assert [("call", "r1"), ("call", "r2")] == step.events()
+    # Before Cancelled propagated, the scheduler balanced the journal: the started calls
+    # with what they published, the unstarted one synthetically.
+    assert [
+        ("call", "r1"),
+        ("call", "r2"),
+        ("result", "r1"),
+        ("result", "r2"),
+        ("call", "r3"),
+        ("result", "r3"),
+    ] == step.events()
+    step.journal.assert_balanced()
+    results = [event.result for event in step.journal.events if event.result is not None]
+    assert [ABORTED, ABORTED, SYNTHETIC] == results
     assert step.outcome is None
 
 
@@ -469,6 +480,7 @@ async def test_a_base_exception_from_a_body_propagates_unwrapped() -> None:
 
     # i2 publishes before it raises; then the batch's nursery cancels r1.
     assert [("i2", ABORTED), ("r1", ABORTED)] == step.observed
+    step.journal.assert_balanced()
 
 
 # -- halts and conclusions -----------------------------------------------------------------
@@ -828,8 +840,8 @@ async def test_several_internal_failures_raise_the_first_and_log_the_others(
     step = Step()
     execute = step.registry._execute
 
-    async def buggy(input: Any, on_gate_passed: Any, on_dispatch_settled: Any) -> ToolResult:
-        await execute(input, on_gate_passed, on_dispatch_settled)
+    async def buggy(input: Any, hooks: Any) -> ToolResult:
+        await execute(input, hooks)
         raise RuntimeError(f"bug after {input.call_id}")
 
     monkeypatch.setattr(step.registry, "_execute", buggy)
@@ -889,8 +901,15 @@ async def test_a_journal_write_in_progress_completes_despite_ambient_cancellatio
     assert scope.cancelled_caught
     assert step.outcome is None
     w1 = ToolCall("w1", "instant_write", "{}")
-    # The write completed; then the batch stopped: r2 was neither recorded nor started.
-    assert (call_event(w1), result_event(w1, done("w1"))) == journal.events
+    r2 = ToolCall("r2", "read", "{}")
+    # The write completed; then the batch stopped: r2 never started, and was closed with a
+    # synthetic result so that the transcript balances.
+    assert (
+        call_event(w1),
+        result_event(w1, done("w1")),
+        call_event(r2),
+        result_event(r2, SYNTHETIC),
+    ) == journal.events
     assert [("w1", done("w1"))] == step.observed
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, cast, final, overload
+from typing import Any, Literal, Protocol, Self, TypeVar, cast, final, overload
 
 import trio
 
@@ -119,6 +119,25 @@ class _FinalResult(Exception):
 
     def __init__(self, result: ToolResult) -> None:
         self.result = result
+
+
+class _CallHooks(Protocol):
+    """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
+
+    def gate_passed(self) -> None:
+        """The gate allowed the call; called right before the around-execute chain.
+
+        The scheduler starts the next call only then (or once this call settled), so gates
+        run one at a time in model order while each call dispatches right after its gate.
+        """
+
+    def dispatch_settled(self) -> None:
+        """The around-execute chain (and so the body) settled, before post-execute: this
+        frees the call's pool slot."""
+
+    def published(self, result: ToolResult) -> None:
+        """The call's one final result, also when ``execute`` is about to raise (ambient
+        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
 
 
 @final
@@ -500,22 +519,12 @@ class ToolRegistry:
             BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
                 publication.
         """
-        return await self._execute(input, None, None)
+        return await self._execute(input, None)
 
-    async def _execute(
-        self,
-        input: ToolExecutionInput,
-        on_gate_passed: Callable[[], None] | None,
-        on_dispatch_settled: Callable[[], None] | None,
-    ) -> ToolResult:
-        """:meth:`execute`, plus the batch scheduler's private hooks (``_scheduler.py``).
+    async def _execute(self, input: ToolExecutionInput, hooks: _CallHooks | None) -> ToolResult:
+        """:meth:`execute`, plus the batch scheduler's private hooks (see :class:`_CallHooks`).
 
-        ``on_gate_passed()`` is called synchronously when the gate allowed the call, right
-        before the around-execute chain: the scheduler starts the next call's gate only then
-        (or once this call settled), so gates run one at a time in model order while each
-        call dispatches right after its own gate.  ``on_dispatch_settled()`` is called when
-        the around-execute chain (and so the body) has settled, before post-execute: that
-        frees the call's pool slot.  ``execute`` passes ``None``: one check each.
+        ``execute`` passes ``None``: one check per hook point.
         """
         # 1. Entry (synchronous): token, fields read once, definition, materialisation.
         run, finalize = self._enter(input)
@@ -536,16 +545,16 @@ class ToolRegistry:
                     result = await self._gate(run)
                 # 5. The around-execute chain, ending in dispatch of the body.
                 if result is None:
-                    if on_gate_passed is not None:
-                        on_gate_passed()
+                    if hooks is not None:
+                        hooks.gate_passed()
                     try:
                         if stages.around:
                             result = await self._around_execute(run, args)
                         else:
                             result = await self._dispatch(run, args)
                     finally:
-                        if on_dispatch_settled is not None:
-                            on_dispatch_settled()
+                        if hooks is not None:
+                            hooks.dispatch_settled()
                     result = self._cancellation_overrides(run, result)
                 # 6. Post-execute, then cancellation that arrived while it waited.
                 if stages.post:
@@ -569,10 +578,14 @@ class ToolRegistry:
                 halt=run.halt,
             )
             fallback = self._finish(run, fallback, finalize)
+            if hooks is not None:
+                hooks.published(fallback)
             if stages.observers:
                 await self._publish(run, fallback)
             raise
         # Publish the same object that is returned.
+        if hooks is not None:
+            hooks.published(result)
         if stages.observers:
             await self._publish(run, result)
         return result

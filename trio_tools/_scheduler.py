@@ -268,10 +268,11 @@ async def run_tool_calls(
     **Ambient cancellation** (a Trio scope around this call, not ``signal``) propagates as
     ``trio.Cancelled``, never swallowed; so do ``KeyboardInterrupt`` and other
     ``BaseException``\\ s (a lone one unwrapped; several at once in a
-    ``BaseExceptionGroup``).  Each started call publishes its result to the registry's
-    observers, but the journal then holds ``record_call`` for every started call and
-    ``record_result`` only for those committed before the cancellation arrived (a write in
-    progress completes): closing that transcript is the caller's recovery.
+    ``BaseExceptionGroup``).  The transcript still balances: before the exception
+    propagates, the scheduler (shielded) commits every started call with the result the
+    registry published for it (``ABORTED`` or ``ABORTED_BEFORE_DISPATCH``, or whatever it
+    had finished with) and records every unstarted call with a synthetic
+    ``ABORTED_BEFORE_DISPATCH``, in model order.
 
     Args:
         registry: the tools and policies to run the calls through.
@@ -316,6 +317,12 @@ async def run_tool_calls(
             await batch.drive(nursery)
     except BaseException as exc:  # a group, or a lone one with loose exception groups
         error = _one_exception(exc, batch.failures)
+        if not batch.failures:
+            # An interruption (ambient cancellation, KeyboardInterrupt...), not an internal
+            # failure: the transcript must still balance.  Shielded because the journal
+            # writes are what the cancellation must not cut short.
+            with trio.CancelScope(shield=True):
+                await batch.close_after_interruption()
     finally:
         dispose()
     if error is None and batch.failures:
@@ -360,6 +367,32 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
     return leaves[0]
 
 
+@final
+class _CallReport:
+    """The registry's private hooks for one call of the batch (``_registry._CallHooks``)."""
+
+    __slots__ = ("_batch", "_index", "_slot_held")
+
+    def __init__(self, batch: _Batch, index: int, parallel: bool) -> None:
+        self._batch = batch
+        self._index = index
+        self._slot_held = parallel
+
+    def gate_passed(self) -> None:
+        self._batch.gate_passed[self._index] = True
+        self._batch.changed.set()
+
+    def dispatch_settled(self) -> None:
+        # The pool slot frees here, before post-execute (DESIGN.md §8); at most once.
+        if self._slot_held:
+            self._slot_held = False
+            self._batch.in_flight -= 1
+            self._batch.changed.set()
+
+    def published(self, result: ToolResult) -> None:
+        self._batch.published[self._index] = result
+
+
 class _Batch:
     """The state of one :func:`run_tool_calls`; only the driver changes the counters."""
 
@@ -379,6 +412,7 @@ class _Batch:
         "max_parallel",
         "next",
         "on_progress",
+        "published",
         "recorded",
         "registry",
         "results",
@@ -405,6 +439,8 @@ class _Batch:
         self.on_progress = on_progress
         self.inputs: list[ToolExecutionInput | None] = [None] * count
         self.results: list[ToolResult | None] = [None] * count
+        # What the registry published for each call, even if its execute() then raised.
+        self.published: list[ToolResult | None] = [None] * count
         self.gate_passed = [False] * count
         self.recorded = 0  # calls whose record_call was written (a prefix, model order)
         self.next = 0  # calls started or closed synthetically (a prefix)
@@ -426,23 +462,10 @@ class _Batch:
         self.changed.set()
 
     async def _run_call(self, index: int, input: ToolExecutionInput, parallel: bool) -> None:
-        slot_held = parallel
-
-        def gate_passed() -> None:
-            self.gate_passed[index] = True
-            self.changed.set()
-
-        def dispatch_settled() -> None:
-            # The pool slot frees here, before post-execute (DESIGN.md §8).
-            nonlocal slot_held
-            if slot_held:
-                slot_held = False
-                self.in_flight -= 1
-                self.changed.set()
-
+        report = _CallReport(self, index, parallel)
         result: ToolResult | None = None
         try:
-            result = await self.registry._execute(input, gate_passed, dispatch_settled)
+            result = await self.registry._execute(input, report)
             if not isinstance(result, ToolResult):
                 raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
         except Exception as exc:
@@ -450,13 +473,39 @@ class _Batch:
             # an internal failure of the batch.
             self._fail(exc)
             result = None
-        self.gate_passed[index] = True
-        dispatch_settled()  # a call that never dispatched frees its slot when it settles
+        finally:
+            # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
+            # call has settled either way.
+            self.gate_passed[index] = True
+            report.dispatch_settled()  # a call that never dispatched frees its slot now
         if result is not None:
             self.results[index] = result
             if result.halt is not None:
                 self.halted = True
         self.changed.set()
+
+    async def close_after_interruption(self) -> None:
+        """Balance the journal after an interruption, before it propagates.
+
+        Started calls are committed with the result the registry published for them (also
+        when ``execute`` then raised); unstarted calls get ``record_call`` and the synthetic
+        ``ABORTED_BEFORE_DISPATCH``.  A failing journal write is logged and ends this.
+        """
+        try:
+            for index in range(self.committed, len(self.calls)):
+                if index < self.next:
+                    result = self.results[index] or self.published[index]
+                    if result is None:  # pragma: no cover - the registry always publishes
+                        result = aborted(body_invoked=True, synthetic=True)
+                else:
+                    if self.recorded <= index:
+                        await self._record_call(index)
+                    result = _SYNTHETIC
+                self.results[index] = result
+                await self._record_result(index, result)
+                self.committed = index + 1
+        except Exception:
+            logger.exception("the journal failed while closing an interrupted batch")
 
     # -- the driver ----------------------------------------------------------------------
 

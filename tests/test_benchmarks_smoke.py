@@ -1,0 +1,32 @@
+"""The dispatch benchmark still runs: a smoke test, never a timing assertion.
+
+Benchmarks print ratios against floors measured in the same run (CONVENTIONS: "never a timed
+assertion in a test"); this only proves that ``benchmarks/bench_dispatch.py --quick`` runs
+every goal end to end against the current package and exits 0.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_dispatch.py"
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6")
+
+
+def test_quick_benchmark_runs_every_goal_and_exits_0() -> None:
+    """``--quick`` (1 round of 200 calls) reports one line per goal P1..P6 and exits 0."""
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert 0 == completed.returncode, completed.stderr
+    reported = {
+        match.group(1) for match in re.finditer(r"^(P[1-6]) ", completed.stdout, re.MULTILINE)
+    }
+    assert set(GOALS) == reported, completed.stdout
