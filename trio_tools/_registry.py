@@ -111,6 +111,7 @@ Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
 """``async approver(request) -> "granted" | "rejected" | "cancelled"``."""
 
 _ALLOW = Allow()
+_ACCEPT = Accept()
 _APPROVAL_ANSWERS = frozenset({"granted", "rejected", "cancelled"})
 
 
@@ -730,7 +731,17 @@ class ToolRegistry:
             # checkpoint, and the nursery absorbs its own Cancelled.
             async with trio.open_nursery() as nursery:
                 key = fused._bind(nursery.cancel_scope)
-                value = await definition.execute(args, ToolRunContext._create(run, fused, nursery))
+                try:
+                    value = await definition.execute(
+                        args, ToolRunContext._create(run, fused, nursery)
+                    )
+                except trio.Cancelled:
+                    # The nursery's own scope would catch this (it is the innermost
+                    # cancelled one); catching it here saves building an exception group.
+                    # An enclosing scope's cancellation is level-triggered: it comes back at
+                    # the checkpoint on the aborted path below.
+                    if not nursery.cancel_scope.cancel_called:
+                        raise
         except BaseException as exc:
             failure = exc
         finally:
@@ -761,6 +772,7 @@ class ToolRegistry:
         # The scope is cancelled only by the fused signal, so this also covers a body that
         # was interrupted by it (and one that returned after it fired).
         if fused.cancelled:
+            await trio.lowlevel.checkpoint_if_cancelled()
             return aborted(body_invoked=True, additional_contexts=contexts)
         try:
             result = _body_result(value)
@@ -775,7 +787,7 @@ class ToolRegistry:
         hooks: tuple[PostExecuteHook, ...] = run.stages.post
         try:
             decision: object = await _post_chain(hooks, run.execution(), result)
-            if not isinstance(decision, Accept | Block):
+            if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
                 raise TypeError(
                     f"post-execute chain returned {decision!r}; expected Accept() or Block()"
                 )
@@ -859,16 +871,17 @@ class ToolRegistry:
         """Give the one final result to every observer; raises are logged, never fatal."""
         observers: tuple[ResultObserver, ...] = run.stages.observers
         execution = run.execution()
-        # Observers are bookkeeping, not work: a cancelled caller must still record the
-        # one authoritative result, so they never see the caller's cancellation.
-        with trio.CancelScope(shield=True):
-            for observer in observers:
-                try:
-                    outcome = observer(execution, result)
-                    if inspect.isawaitable(outcome):
+        for observer in observers:
+            try:
+                outcome = observer(execution, result)
+                if outcome is not None and inspect.isawaitable(outcome):
+                    # Observers are bookkeeping, not work: a cancelled caller must still
+                    # record the one authoritative result.  (A synchronous observer cannot
+                    # be interrupted, so only an awaitable needs the shield.)
+                    with trio.CancelScope(shield=True):
                         await outcome
-                except Exception:
-                    logger.exception("result observer %r raised", observer)
+            except Exception:
+                logger.exception("result observer %r raised", observer)
 
 
 def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
@@ -882,24 +895,72 @@ def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
     return replace_result(result, additional_contexts=(*body, *have))
 
 
-async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:
-    async def step(index: int) -> Any:
-        if index == len(hooks):
-            return _ALLOW
-        return await hooks[index](execution, _Once(step, index + 1))
+class _PreNext:
+    """``call_next`` of the pre-execute chain: the next hook's coroutine, at most once."""
 
-    return await step(0)
+    __slots__ = ("_execution", "_hooks", "_index")
+
+    def __init__(
+        self, hooks: Sequence[PreExecuteHook], execution: ToolExecution, index: int
+    ) -> None:
+        self._hooks = hooks
+        self._execution = execution
+        self._index = index
+
+    def __call__(self) -> Awaitable[PreDecision]:
+        index, self._index = self._index, -1
+        if index < 0:
+            raise RuntimeError("call_next() may be called only once")
+        hooks = self._hooks
+        if index == len(hooks):
+            return _allowed()
+        return hooks[index](self._execution, _PreNext(hooks, self._execution, index + 1))
+
+
+class _PostNext:
+    """``call_next`` of the post-execute chain: the next hook's coroutine, at most once."""
+
+    __slots__ = ("_execution", "_hooks", "_index", "_result")
+
+    def __init__(
+        self,
+        hooks: Sequence[PostExecuteHook],
+        execution: ToolExecution,
+        result: ToolResult,
+        index: int,
+    ) -> None:
+        self._hooks = hooks
+        self._execution = execution
+        self._result = result
+        self._index = index
+
+    def __call__(self) -> Awaitable[PostDecision]:
+        index, self._index = self._index, -1
+        if index < 0:
+            raise RuntimeError("call_next() may be called only once")
+        hooks = self._hooks
+        if index == len(hooks):
+            return _accepted()
+        following = _PostNext(hooks, self._execution, self._result, index + 1)
+        return hooks[index](self._execution, self._result, following)
+
+
+async def _allowed() -> PreDecision:
+    return _ALLOW
+
+
+async def _accepted() -> PostDecision:
+    return _ACCEPT
+
+
+async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:
+    return await _PreNext(hooks, execution, 0)()
 
 
 async def _post_chain(
     hooks: Sequence[PostExecuteHook], execution: ToolExecution, result: ToolResult
 ) -> object:
-    async def step(index: int) -> Any:
-        if index == len(hooks):
-            return Accept()
-        return await hooks[index](execution, result, _Once(step, index + 1))
-
-    return await step(0)
+    return await _PostNext(hooks, execution, result, 0)()
 
 
 async def _around_chain(

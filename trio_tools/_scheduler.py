@@ -204,6 +204,9 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _parse_arguments(arguments: object) -> object:
     """The model's raw JSON text parsed (see :class:`ToolCall`); other values as given."""
     if not isinstance(arguments, str):
@@ -211,7 +214,7 @@ def _parse_arguments(arguments: object) -> object:
     if not arguments.strip():
         return {}
     try:
-        return json.loads(arguments, parse_constant=_reject_constant)
+        return _DECODER.decode(arguments)
     except (ValueError, RecursionError):
         return arguments
 

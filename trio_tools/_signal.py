@@ -162,7 +162,7 @@ class CancelSignal(metaclass=NoPublicConstructor):
         ``open_scope()`` does with a scope of its own.  The signal must not have fired.
         """
         key = next(_keys)
-        self._listeners[key] = lambda reason: scope.cancel(reason=_scope_reason(reason))
+        self._listeners[key] = _ScopeCanceller(scope)
         return key
 
     def _fire(self, reason: CancelReason) -> bool:
@@ -187,6 +187,18 @@ class CancelSignal(metaclass=NoPublicConstructor):
             if fatal is not None:
                 raise fatal
         return True
+
+
+class _ScopeCanceller:
+    """A listener that cancels a scope (a slotted object: smaller than a closure)."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self._scope = scope
+
+    def __call__(self, reason: CancelReason) -> None:
+        self._scope.cancel(reason=_scope_reason(reason))
 
 
 def _noop() -> None:
@@ -358,17 +370,21 @@ class _Link:
     its timer; it does not fire the derived signal.
     """
 
-    __slots__ = ("_deadline", "_deadline_reason", "_disposers", "_timer", "signal")
+    __slots__ = ("_code", "_deadline", "_disposers", "_timeout", "_timer", "signal")
 
     def __init__(
         self,
         parents: tuple[CancelSignal, ...],
         deadline: float = math.inf,
-        deadline_reason: CancelReason | None = None,
+        code: str | None = None,
+        timeout: float | None = None,
     ) -> None:
+        """``code`` (with a finite ``deadline``) arms the deadline; ``timeout``, when given,
+        is what the reason's message reports."""
         self.signal: CancelSignal = CancelSignal._create()
         self._deadline = deadline
-        self._deadline_reason = deadline_reason
+        self._code = code
+        self._timeout = timeout
         self._disposers: list[tuple[CancelSignal, int]] = []
         self._timer: _Timer | None = None
         # Parents that already fired win over a deadline: they fired before this signal
@@ -378,9 +394,9 @@ class _Link:
             if reason is not None:
                 self.signal._fire(reason)
                 return
-        if deadline_reason is not None:
+        if code is not None:
             if deadline <= trio.current_time():
-                self.signal._fire(deadline_reason)
+                self.signal._fire(self._deadline_reason())
                 return
             if deadline != math.inf:
                 self._timer = _timers().schedule(deadline, self._on_deadline)
@@ -390,21 +406,27 @@ class _Link:
             parent._listeners[key] = on_parent
             self._disposers.append((parent, key))
 
+    def _deadline_reason(self) -> CancelReason:
+        # Made only when the deadline fires: most deadlines never do.
+        assert self._code is not None
+        timeout = self._timeout
+        if timeout is None:
+            return CancelReason(self._code, "deadline exceeded")
+        return CancelReason(self._code, f"deadline exceeded after {timeout:g}s")
+
     def _on_parent(self, reason: CancelReason) -> None:
         # Deterministic tie-break: a parent firing at or after the deadline (same virtual
         # instant, whichever task Trio happened to run first) reports the deadline, which had
         # already passed.
         if self._timer is not None and trio.current_time() >= self._deadline:
-            assert self._deadline_reason is not None
-            reason = self._deadline_reason
+            reason = self._deadline_reason()
         self.detach()
         self.signal._fire(reason)
 
     def _on_deadline(self) -> None:
         self._timer = None
-        assert self._deadline_reason is not None
         self.detach()
-        self.signal._fire(self._deadline_reason)
+        self.signal._fire(self._deadline_reason())
 
     def detach(self) -> None:
         for parent, key in self._disposers:
@@ -443,13 +465,12 @@ class _OpenSignal(AbstractAsyncContextManager[CancelSignal]):
             return self._link.signal
         # The timeout is measured from entry, not from the call to open_signal().
         when = math.inf if deadline is None else deadline
-        message = "deadline exceeded"
+        reported: float | None = None
         if timeout is not None:
             relative = trio.current_time() + timeout
             if relative <= when:
-                when = relative
-                message = f"deadline exceeded after {timeout:g}s"
-        self._link = _Link(self._parents, when, CancelReason(self._code, message))
+                when, reported = relative, timeout
+        self._link = _Link(self._parents, when, self._code, reported)
         return self._link.signal
 
     async def __aexit__(

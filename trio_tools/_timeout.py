@@ -1,13 +1,18 @@
 """The timeout policy: per-tool deadlines that narrow the caller's lifetime."""
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import trio
+
 from ._execution import ToolDispatchExecution
 from ._registry import AroundWrapper
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
-from ._signal import CancelSignal, open_signal
+from ._signal import CancelSignal, _Link
 
 __all__ = ["timeout_policy"]
 
@@ -44,12 +49,17 @@ def timeout_policy() -> AroundWrapper:
         if timeout is None:
             return await call_next()
         outer = exec.signal
-        async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT) as narrowed:
-            exec.signal = narrowed
-            try:
-                result = await call_next()
-            finally:
-                exec.signal = outer
+        # What `async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT)` does,
+        # without the context manager's argument checks (the definition validated the
+        # timeout): this runs on every timed call.
+        link = _Link((outer,), trio.current_time() + timeout, TOOL_TIMEOUT, timeout)
+        narrowed = link.signal
+        exec.signal = narrowed
+        try:
+            result = await call_next()
+        finally:
+            exec.signal = outer
+            link.detach()
         if not _deadline_fired_first(narrowed, outer):
             return result
         return error_result(
