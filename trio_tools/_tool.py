@@ -242,10 +242,10 @@ def _infer_args(fn: Callable[..., object]) -> type[Any] | None:
         hints = typing.get_type_hints(fn)
     except Exception as exc:
         raise TypeError(f"cannot resolve the annotations of {fn!r}: {exc}") from None
-    annotation = hints.get(params[0].name)
+    annotation: type[Any] | None = hints.get(params[0].name)
     if annotation is None or annotation is object or annotation is Any:
         return None
-    return annotation  # type: ignore[no-any-return]
+    return annotation
 
 
 @overload

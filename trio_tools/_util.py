@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -25,7 +25,8 @@ class NoPublicConstructor(type):
 
     def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
         # type.__call__ directly: this is on the per-call hot path, and super() costs.
-        return type.__call__(cls, *args, **kwargs)  # type: ignore[no-any-return]
+        # typeshed types type.__call__ as returning Any; it returns a ``cls`` instance.
+        return cast(T, type.__call__(cls, *args, **kwargs))
 
 
 def fix_module(namespace: dict[str, object], *names: str) -> None:
