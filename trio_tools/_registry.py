@@ -76,7 +76,7 @@ from ._tool import (
     define_tool,
     parse_arguments,
 )
-from ._util import NoPublicConstructor, logger
+from ._util import NoPublicConstructor, leaf_exceptions, logger
 
 __all__ = [
     "Approver",
@@ -251,20 +251,13 @@ class _Once:
 
 def _split_failure(exc: BaseException) -> tuple[list[Exception], list[BaseException]]:
     """Split an exception (group) into ordinary failures and everything else."""
-    if not isinstance(exc, BaseExceptionGroup):
-        return ([exc], []) if isinstance(exc, Exception) else ([], [exc])
     failures: list[Exception] = []
     others: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, BaseExceptionGroup):
-            group = cast("BaseExceptionGroup[BaseException]", current)
-            stack.extend(reversed(group.exceptions))
-        elif isinstance(current, Exception):
-            failures.append(current)
+    for leaf in leaf_exceptions(exc):
+        if isinstance(leaf, Exception):
+            failures.append(leaf)
         else:
-            others.append(current)
+            others.append(leaf)
     return failures, others
 
 

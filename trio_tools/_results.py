@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 import attrs
 
@@ -87,14 +87,22 @@ ContentBlock = TextBlock | ImageBlock
 _BLOCK_TYPES = (TextBlock, ImageBlock)
 
 
-def _content(value: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+def _tuple_of(
+    field: str, value: object, kinds: type | tuple[type, ...], what: str
+) -> tuple[object, ...]:
+    """``value`` (a sequence, not a ``str``) as a tuple whose items are all ``kinds``."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(f"content must be a sequence of content blocks, got {value!r}")
-    blocks = tuple(value)
-    for block in blocks:
-        if not isinstance(block, _BLOCK_TYPES):
-            raise TypeError(f"content holds {block!r}, which is not a TextBlock or ImageBlock")
-    return blocks
+        raise TypeError(f"{field} must be a sequence of {what}, got {value!r}")
+    items = tuple(cast("Sequence[object]", value))
+    for item in items:
+        if not isinstance(item, kinds):
+            raise TypeError(f"{field} holds {item!r}, which is not {what}")
+    return items
+
+
+def _content(value: Sequence[ContentBlock]) -> tuple[ContentBlock, ...]:
+    blocks = _tuple_of("content", value, _BLOCK_TYPES, "a TextBlock or ImageBlock")
+    return cast("tuple[ContentBlock, ...]", blocks)
 
 
 @final
@@ -107,13 +115,8 @@ class AdditionalContext:
 
 
 def _contexts(value: Sequence[AdditionalContext]) -> tuple[AdditionalContext, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(f"additional_contexts must be a sequence, got {value!r}")
-    contexts = tuple(value)
-    for context in contexts:
-        if not isinstance(context, AdditionalContext):
-            raise TypeError(f"additional_contexts holds {context!r}, not an AdditionalContext")
-    return contexts
+    contexts = _tuple_of("additional_contexts", value, AdditionalContext, "an AdditionalContext")
+    return cast("tuple[AdditionalContext, ...]", contexts)
 
 
 @final

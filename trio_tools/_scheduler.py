@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
-from typing import Literal, Protocol, cast, final
+from typing import Literal, Protocol, final
 
 import attrs
 import trio
@@ -28,7 +28,7 @@ from ._execution import ToolExecutionInput
 from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
-from ._util import logger
+from ._util import leaf_exceptions, logger
 
 __all__ = [
     "BatchOutcome",
@@ -348,14 +348,7 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
     The scheduler catches every ``Exception`` itself (into ``failures``), so the group holds
     ``trio.Cancelled`` and other ``BaseException``\\ s (``KeyboardInterrupt``...).
     """
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(reversed(cast("BaseExceptionGroup[BaseException]", current).exceptions))
-        else:
-            leaves.append(current)
+    leaves = leaf_exceptions(group)
     serious = [leaf for leaf in leaves if not isinstance(leaf, trio.Cancelled)]
     if serious:
         if failures:

@@ -36,3 +36,17 @@ def fix_module(namespace: dict[str, object], *names: str) -> None:
         if hasattr(obj, "__module__"):
             with contextlib.suppress(AttributeError, TypeError):
                 obj.__module__ = "trio_tools"
+
+
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc`` with every (nested) group flattened, in order."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, BaseExceptionGroup):
+            group = cast("BaseExceptionGroup[BaseException]", current)
+            stack.extend(reversed(group.exceptions))
+        else:
+            leaves.append(current)
+    return leaves
