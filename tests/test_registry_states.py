@@ -17,8 +17,6 @@ model is checked independently of the registry) and named regression tests for t
 failures found while writing it.
 """
 
-# ruff: noqa: SIM300
-
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +27,8 @@ import trio
 import trio.testing
 from hypothesis import event, note
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
 from strategies import concurrent_scenarios, scenarios
+
 from trio_tools import CancelSource, ToolRegistry
 from trio_tools.testing import (
     Scenario,
@@ -134,7 +132,11 @@ _MODEL_EXAMPLES: list[tuple[str, Scenario, str | None]] = [
         Scenario(where="before_entry", arguments="not_json"),
         "NOT_JSON",
     ),
-    ("cancelled in pre-execute", Scenario(where="pre_execute", pre="allow"), "ABORTED_BEFORE_DISPATCH"),
+    (
+        "cancelled in pre-execute",
+        Scenario(where="pre_execute", pre="allow"),
+        "ABORTED_BEFORE_DISPATCH",
+    ),
     (
         "cancel-then-deny stays a denial",
         Scenario(pre="cancel_then_deny"),
@@ -311,3 +313,44 @@ def test_ambient_cancellation_during_the_body_reraises_a_bare_cancelled(body: An
     run = run_scenario_sync(scenario)
     assert "Cancelled" == run.escaped
     check_scenario(scenario, run)
+
+
+def test_an_external_canceller_fires_at_the_point_even_when_the_wait_does_not_block() -> None:
+    """Found by the machine (thorough profile): the wrapper's wait after a shielded body
+    that overran the timeout does not block (its scope is already cancelled by the
+    deadline), so an external canceller fired at an arbitrary later moment.  The harness
+    now hands over to the canceller and waits for it, shielded."""
+    scenario = Scenario(
+        where="wrapper_after",
+        how="ambient",
+        external=True,
+        wrapper="pass",
+        body="shielded",
+        tool_timeout=True,
+        timeout_policy="outer",
+    )
+    check_scenario(scenario, run_scenario_sync(scenario))
+
+
+def test_ambient_cancellation_pending_when_the_body_is_aborted_surfaces_before_post_execute() -> (
+    None
+):
+    """Found by the machine after the registry started catching the body's own Cancelled
+    (no exception group) and checkpointing on the aborted path: a pending enclosing-scope
+    cancellation surfaces right there, so post-execute never runs; the published result
+    stays ABORTED and Cancelled is re-raised."""
+    scenario = Scenario(
+        where="body",
+        how="ambient",
+        external=True,
+        body="shielded",
+        post="accept",
+        tool_timeout=True,
+        timeout_policy="outer",
+    )
+    expectation = check_scenario(scenario, run_scenario_sync(scenario))
+    assert (("body",), "ABORTED", True) == (
+        expectation.stages,
+        expectation.code,
+        expectation.raises_cancelled,
+    )

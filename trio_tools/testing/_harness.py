@@ -15,7 +15,17 @@ import attrs
 import trio
 import trio.testing
 
-from .._decisions import Accept, Allow, ApprovalAnswer, ApprovalRequest, Ask, Block, Deny, PostDecision, PreDecision
+from .._decisions import (
+    Accept,
+    Allow,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Ask,
+    Block,
+    Deny,
+    PostDecision,
+    PreDecision,
+)
 from .._execution import ToolDispatchExecution, ToolExecution, ToolExecutionInput, ToolRunContext
 from .._registry import Registration, ToolRegistry
 from .._results import ContentBlock, TextBlock, ToolResult
@@ -32,12 +42,14 @@ from ._scenario import (
     FAILURE_MESSAGES,
     GUARD_REASON,
     POST_CONTEXT,
+    REPLACED_TEXT,
     SHORT_CIRCUIT_TEXT,
     SUCCESS_TEXT,
     TIMEOUT,
     TOOL_NAME,
     UNKNOWN_NAME,
     WAIT,
+    WRAPPER_CONTEXT,
     CancelWhere,
     Expectation,
     Scenario,
@@ -105,6 +117,7 @@ async def run_scenario(
     *,
     registry: ToolRegistry | None = None,
     source: CancelSource | None = None,
+    isolated: bool = True,
 ) -> ScenarioRun:
     """Run ``scenario`` once, inside the current Trio run (use a ``MockClock``).
 
@@ -116,6 +129,9 @@ async def run_scenario(
         source: the caller's source, e.g. a long-lived one shared by several calls; the
             scenario's ``"signal"`` cancellation fires it.  ``None`` makes a fresh one (fired
             first when ``scenario.pre_cancelled``).
+        isolated: whether the call runs alone in this Trio run.  Only then are the Trio tasks
+            and the listeners on ``source``'s signal counted against a baseline: calls run
+            side by side (``isolated=False``) check those once they have all settled.
     """
     if registry is None:
         registry = ToolRegistry()
@@ -129,6 +145,7 @@ async def run_scenario(
     own = CancelSource()
     outer = trio.CancelScope()
     reached = trio.Event()
+    fired = trio.Event()
     record = _Recorder()
     code = CODED if scenario.coded_errors else None
 
@@ -152,20 +169,31 @@ async def run_scenario(
             with bound.open_scope():
                 await trio.sleep(WAIT)
 
+    async def fire() -> None:
+        """Trigger the cancellation, from this task or (external) from the canceller."""
+        if not scenario.external:
+            trigger()
+            return
+        reached.set()
+        # Blocked until the canceller task has fired, so the cancellation comes from another
+        # task at a known moment: the wait that follows may well not block at all (its
+        # scope already cancelled), and the canceller must not fire at some later point.
+        # Shielded because this handshake is the harness's, not part of the scenario.
+        with trio.CancelScope(shield=True):
+            await fired.wait()
+
     async def point(where: CancelWhere, bound: CancelSignal | None = None) -> None:
         """The cancellation point: trigger, then (maybe) wait."""
         if scenario.where != where:
             return
-        if scenario.external:
-            reached.set()  # the canceller fires once this task is blocked in wait()
-        else:
-            trigger()
+        await fire()
         if scenario.wait:
             await wait(bound)
 
     async def canceller() -> None:
         await reached.wait()
         trigger()
+        fired.set()
 
     # -- the scripted stages --------------------------------------------------------------
 
@@ -215,7 +243,9 @@ async def run_scenario(
         if kind == "raise_before":
             raise fail("wrapper")
         if kind == "short_circuit":
-            return ToolResult(content=(TextBlock(SHORT_CIRCUIT_TEXT),))
+            return ToolResult(
+                content=(TextBlock(SHORT_CIRCUIT_TEXT),), additional_contexts=(WRAPPER_CONTEXT,)
+            )
         if kind == "replace_signal" or scenario.where == "replacement":
             # A lexical narrowing: follows exec.signal and the wrapper's own source.
             async with open_signal(exec.signal, own.signal) as narrowed:
@@ -228,7 +258,13 @@ async def run_scenario(
             await point("wrapper_after", exec.signal)
         if kind == "raise_after":
             raise fail("wrapper")
-        return result
+        if kind == "replace_result":
+            return ToolResult(
+                content=(TextBlock(REPLACED_TEXT),), additional_contexts=(WRAPPER_CONTEXT,)
+            )
+        return attrs.evolve(
+            result, additional_contexts=(*result.additional_contexts, WRAPPER_CONTEXT)
+        )
 
     async def child(ctx: ToolRunContext) -> None:
         record.stages.append("child")
@@ -256,10 +292,7 @@ async def run_scenario(
         await trio.lowlevel.checkpoint()
         if kind == "shielded":
             if scenario.where == "body":
-                if scenario.external:
-                    reached.set()
-                else:
-                    trigger()
+                await fire()
             # An uncooperative stretch: it ignores every cancellation until it is done.
             with trio.CancelScope(shield=True):
                 await trio.sleep(WAIT)
@@ -371,11 +404,14 @@ async def run_scenario(
         finalize_calls=record.finalize_calls,
         triggered=record.triggered,
         children_running=children_running,
-        leaked_listeners=caller.statistics().listeners
-        - caller_baseline
-        + own.signal.statistics().listeners,
-        leaked_tasks=trio.lowlevel.current_statistics().tasks_living - task_baseline,
-        hung=hang_guard.cancelled_caught,
+        leaked_listeners=own.signal.statistics().listeners
+        + (caller.statistics().listeners - caller_baseline if isolated else 0),
+        leaked_tasks=(
+            trio.lowlevel.current_statistics().tasks_living - task_baseline if isolated else 0
+        ),
+        # cancel_called, not cancelled_caught: the guard's Cancelled may have been recorded
+        # (and swallowed) above as what execute raised.
+        hung=hang_guard.cancel_called,
     )
 
 
@@ -415,7 +451,9 @@ def check_scenario(scenario: Scenario, run: ScenarioRun) -> Expectation:
     published = run.published[0] if run.published else None
     if expected.raises_cancelled:
         if run.escaped != "Cancelled":
-            problems.append(f"execute should re-raise trio.Cancelled, got {run.escaped or 'a return'}")
+            problems.append(
+                f"execute should re-raise trio.Cancelled, got {run.escaped or 'a return'}"
+            )
     elif run.escaped is not None:
         problems.append(f"execute raised {run.escaped}, expected a return")
     elif run.returned is not published:
@@ -425,9 +463,13 @@ def check_scenario(scenario: Scenario, run: ScenarioRun) -> Expectation:
     if run.stages != expected.stages:
         problems.append(f"stages entered {run.stages}, expected {expected.stages}")
     if run.finalize_calls != expected.finalize_calls:
-        problems.append(f"finalize_content ran {run.finalize_calls} times, expected {expected.finalize_calls}")
+        problems.append(
+            f"finalize_content ran {run.finalize_calls} times, expected {expected.finalize_calls}"
+        )
     if run.triggered != expected.triggered:
-        problems.append(f"cancellation point reached: {run.triggered}, expected {expected.triggered}")
+        problems.append(
+            f"cancellation point reached: {run.triggered}, expected {expected.triggered}"
+        )
     if run.children_running:
         problems.append(f"{run.children_running} task(s) started by the body outlived the call")
     if run.leaked_listeners:

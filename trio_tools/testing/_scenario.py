@@ -57,8 +57,19 @@ GuardKind = Literal["none", "pass", "deny", "raise"]
 """What the scripted guard does (``"none"``: no guard is registered)."""
 ApproverKind = Literal["none", "granted", "rejected", "cancelled", "raise"]
 """What the scripted approver answers (``"none"``: no approver is set)."""
-WrapperKind = Literal["none", "pass", "short_circuit", "replace_signal", "raise_before", "raise_after"]
-"""What the scripted around-execute wrapper does (``"none"``: no wrapper is registered)."""
+WrapperKind = Literal[
+    "none",
+    "pass",
+    "short_circuit",
+    "replace_signal",
+    "replace_result",
+    "raise_before",
+    "raise_after",
+]
+"""What the scripted around-execute wrapper does (``"none"``: no wrapper is registered).
+
+Every wrapper that returns adds ``WRAPPER_CONTEXT``; ``"replace_result"`` returns a fresh
+success (dropping the body's contexts, which the registry must restore)."""
 BodyKind = Literal["success", "raise", "raise_on_cancel", "shielded", "child"]
 """What the scripted tool body does."""
 PostKind = Literal["none", "accept", "block", "raise"]
@@ -77,6 +88,7 @@ CODED: Final = "SCRIPTED_CODE"
 """The ``code`` attribute of scripted exceptions in ``coded_errors`` scenarios."""
 
 BODY_CONTEXT: Final = AdditionalContext("deferred by the body", source="body")
+WRAPPER_CONTEXT: Final = AdditionalContext("added by the wrapper", source="wrapper")
 POST_CONTEXT: Final = AdditionalContext("added by post-execute accept", source="post")
 BLOCK_CONTEXT: Final = AdditionalContext("added by post-execute block", source="post")
 DENY_REASON: Final = "denied by the pre-execute hook"
@@ -85,6 +97,7 @@ GUARD_REASON: Final = "denied by the guard"
 BLOCK_FEEDBACK: Final = "blocked by the post-execute hook"
 SUCCESS_TEXT: Final = "ok"
 SHORT_CIRCUIT_TEXT: Final = "short-circuited by the wrapper"
+REPLACED_TEXT: Final = "replaced by the wrapper"
 
 #: The message of the exception each scripted stage raises.
 FAILURE_MESSAGES: Final = {
@@ -104,7 +117,7 @@ FAILURE_MESSAGES: Final = {
 class Scenario:
     """One scripted tool call: where and how cancellation arrives, and what each stage does.
 
-    Cancellation (``where`` × ``how``):
+    Cancellation (``where`` and ``how``):
 
     * ``where`` is the moment the cancellation is *triggered*: ``"never"``;
       ``"before_entry"`` (before ``execute`` is called); inside the pre-execute hook
@@ -122,8 +135,9 @@ class Scenario:
     * At the point, the stage triggers, then (``wait``) waits ``WAIT`` virtual seconds —
       gate and body waits under the registry's scopes, wrapper and post-execute waits inside
       ``exec.signal.open_scope()`` — or (not ``wait``) carries on without a checkpoint.
-      ``external`` moves the trigger into a separate canceller task that fires once the
-      stage is blocked in that wait (same outcome, different task).
+      ``external`` moves the trigger into a separate canceller task, which fires while the
+      stage is blocked (in a shielded handshake, so the moment is exact even when the wait
+      would not block); the outcome is the same, from a different task.
 
     Stages (each awaits one checkpoint on entry): ``pre``, ``guard``, ``approver``,
     ``wrapper``, ``body``, ``post`` (see the ``*Kind`` literals); ``tool_timeout`` gives the
@@ -155,9 +169,13 @@ class Scenario:
 
     def __attrs_post_init__(self) -> None:
         if self.external and not self.wait:
-            raise ValueError("external=True needs wait=True: the canceller fires while the stage waits")
+            raise ValueError(
+                "external=True needs wait=True: the canceller fires while the stage waits"
+            )
         if self.external and self.where in ("never", "before_entry", "replacement"):
-            raise ValueError(f"external=True needs a waiting cancellation point, not {self.where!r}")
+            raise ValueError(
+                f"external=True needs a waiting cancellation point, not {self.where!r}"
+            )
 
 
 @final
@@ -190,7 +208,9 @@ class Expectation:
 # Expected results, built from DESIGN §5's table (not from the registry's helpers).
 
 
-def _error(name: str, code: str, message: str, contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
+def _error(
+    name: str, code: str, message: str, contexts: tuple[AdditionalContext, ...] = ()
+) -> ToolResult:
     return ToolResult(
         content=(TextBlock(f"Error: {message}"),),
         is_error=True,
@@ -202,7 +222,9 @@ def _error(name: str, code: str, message: str, contexts: tuple[AdditionalContext
 def _aborted(body_invoked: bool, contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
     if body_invoked:
         return _error("AbortError", "ABORTED", "tool call aborted", contexts)
-    return _error("AbortError", "ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch", contexts)
+    return _error(
+        "AbortError", "ABORTED_BEFORE_DISPATCH", "tool call aborted before dispatch", contexts
+    )
 
 
 def _success(text: str, contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
@@ -242,10 +264,16 @@ class _Failure(Exception):
         self.stage = stage
 
 
-_FAILURE_NAMES: Final = {"pre": "PRE_EXECUTE_FAILED", "guard": "PRE_EXECUTE_FAILED",
-                         "approver": "PRE_EXECUTE_FAILED", "wrapper": "WRAPPER_FAILED",
-                         "body": "TOOL_FAILED", "body_on_cancel": "TOOL_FAILED",
-                         "post": "POST_EXECUTE_FAILED", "finalize": "FINALIZE_FAILED"}
+_FAILURE_NAMES: Final = {
+    "pre": "PRE_EXECUTE_FAILED",
+    "guard": "PRE_EXECUTE_FAILED",
+    "approver": "PRE_EXECUTE_FAILED",
+    "wrapper": "WRAPPER_FAILED",
+    "body": "TOOL_FAILED",
+    "body_on_cancel": "TOOL_FAILED",
+    "post": "POST_EXECUTE_FAILED",
+    "finalize": "FINALIZE_FAILED",
+}
 
 
 class _Sim:
@@ -338,12 +366,19 @@ class _Sim:
             if self.ambient:
                 raise _Ambient
             if not_json:
-                raise _Final(_error("TypeError", "NOT_JSON",
-                                    "tool execution arguments must be losslessly JSON-serializable"))
+                raise _Final(
+                    _error(
+                        "TypeError",
+                        "NOT_JSON",
+                        "tool execution arguments must be losslessly JSON-serializable",
+                    )
+                )
             if self.has_fired(frozenset({"caller"})):
                 raise _Final(_aborted(False))
             if s.tool == "unknown":
-                result = _error("ToolNotFoundError", "UNKNOWN_TOOL", f'unknown tool "{UNKNOWN_NAME}"')
+                result = _error(
+                    "ToolNotFoundError", "UNKNOWN_TOOL", f'unknown tool "{UNKNOWN_NAME}"'
+                )
             else:
                 gate = self.gate()
                 result = gate if gate is not None else self.overrides(self.around())
@@ -352,8 +387,11 @@ class _Sim:
             return final.result, False
         except _Ambient:
             if not_json:
-                return _error("TypeError", "NOT_JSON",
-                              "tool execution arguments must be losslessly JSON-serializable"), True
+                return _error(
+                    "TypeError",
+                    "NOT_JSON",
+                    "tool execution arguments must be losslessly JSON-serializable",
+                ), True
             return _aborted(self.body_invoked, self.body_contexts), True
 
     def overrides(self, result: ToolResult) -> ToolResult:
@@ -427,8 +465,13 @@ class _Sim:
             result = self.step(chain, frozenset({"caller"}))
         except _Failure as failure:
             raise _Final(self.failure(failure.stage)) from None
-        if self.body_invoked and result.additional_contexts[: len(self.body_contexts)] != self.body_contexts:
-            result = attrs.evolve(result, additional_contexts=(*self.body_contexts, *result.additional_contexts))
+        if (
+            self.body_invoked
+            and result.additional_contexts[: len(self.body_contexts)] != self.body_contexts
+        ):
+            result = attrs.evolve(
+                result, additional_contexts=(*self.body_contexts, *result.additional_contexts)
+            )
         return result
 
     def step(self, chain: list[str], causes: frozenset[str]) -> ToolResult:
@@ -450,8 +493,12 @@ class _Sim:
             self.window = None
         if self.first_cause(narrowed) != "deadline":
             return result
-        return _error("ToolTimeoutError", "TOOL_TIMEOUT", f"tool call timed out after {TIMEOUT:g}s",
-                      result.additional_contexts)
+        return _error(
+            "ToolTimeoutError",
+            "TOOL_TIMEOUT",
+            f"tool call timed out after {TIMEOUT:g}s",
+            result.additional_contexts,
+        )
 
     def wrapper(self, rest: list[str], causes: frozenset[str]) -> ToolResult:
         kind = self.s.wrapper
@@ -461,7 +508,7 @@ class _Sim:
         if kind == "raise_before":
             raise _Failure("wrapper")
         if kind == "short_circuit":
-            return _success(SHORT_CIRCUIT_TEXT)
+            return _success(SHORT_CIRCUIT_TEXT, (WRAPPER_CONTEXT,))
         if kind == "replace_signal" or self.at("replacement"):
             causes = causes | {"own"}
             if self.at("replacement"):
@@ -470,7 +517,11 @@ class _Sim:
         self.cancel_point("wrapper_after", causes, own_scope=True)
         if kind == "raise_after":
             raise _Failure("wrapper")
-        return result
+        if kind == "replace_result":
+            return _success(REPLACED_TEXT, (WRAPPER_CONTEXT,))
+        return attrs.evolve(
+            result, additional_contexts=(*result.additional_contexts, WRAPPER_CONTEXT)
+        )
 
     def dispatch(self, causes: frozenset[str]) -> ToolResult:
         fused = causes | {"caller"}
@@ -482,10 +533,13 @@ class _Sim:
         try:
             value = self.body(fused)
         except _Interrupted:
-            return _aborted(True, self.body_contexts)
+            value = None
         except _Failure as failure:
             return attrs.evolve(self.failure(failure.stage), additional_contexts=self.body_contexts)
-        if self.has_fired(fused):
+        if value is None or self.has_fired(fused):
+            # The registry checkpoints on its aborted path: an enclosing scope's pending
+            # cancellation surfaces here, before any later stage runs.
+            self.checkpoint()
             return _aborted(True, self.body_contexts)
         return _success(value, self.body_contexts)
 
@@ -561,7 +615,9 @@ def expected_outcome(scenario: Scenario) -> Expectation:
     known = scenario.tool == "known"
     if known and scenario.finalize_raises:
         code = CODED if scenario.coded_errors else "FINALIZE_FAILED"
-        result = _error("ScriptedFailure", code, FAILURE_MESSAGES["finalize"], result.additional_contexts)
+        result = _error(
+            "ScriptedFailure", code, FAILURE_MESSAGES["finalize"], result.additional_contexts
+        )
     return Expectation(
         result=result,
         body_invoked=sim.body_invoked,

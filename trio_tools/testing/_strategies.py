@@ -31,21 +31,51 @@ CANCEL_HOWS: Final[tuple[CancelHow, ...]] = get_args(CancelHow)
 # Kinds that let the call go on are listed twice: failures and denials end most calls early
 # and would otherwise drown the cancellation classifications.  Shrinking goes to the first.
 _PRE: Final[tuple[PreKind, ...]] = (
-    *("none", "allow") * 2, "ask", "ask", "deny", "raise", "cancel_then_deny"
+    "none",
+    "allow",
+    "none",
+    "allow",
+    "ask",
+    "ask",
+    "deny",
+    "raise",
+    "cancel_then_deny",
 )
-_GUARD: Final[tuple[GuardKind, ...]] = (*("none",) * 3, "pass", "pass", "deny", "raise")
+_GUARD: Final[tuple[GuardKind, ...]] = ("none", "none", "none", "pass", "pass", "deny", "raise")
 _APPROVER: Final[tuple[ApproverKind, ...]] = (
-    "granted", "granted", "none", "rejected", "cancelled", "raise"
+    "granted",
+    "granted",
+    "none",
+    "rejected",
+    "cancelled",
+    "raise",
 )
 _WRAPPER: Final[tuple[WrapperKind, ...]] = (
-    *("none", "pass", "replace_signal") * 2, "short_circuit", "raise_before", "raise_after"
+    "none",
+    "pass",
+    "replace_signal",
+    "none",
+    "pass",
+    "replace_signal",
+    "short_circuit",
+    "replace_result",
+    "raise_before",
+    "raise_after",
 )
 _BODY: Final[tuple[BodyKind, ...]] = (
-    *("success", "child") * 2, "raise", "raise_on_cancel", "shielded"
+    "success",
+    "child",
+    "success",
+    "child",
+    "raise",
+    "raise_on_cancel",
+    "shielded",
 )
-_POST: Final[tuple[PostKind, ...]] = (*("none", "accept") * 2, "block", "raise")
+_POST: Final[tuple[PostKind, ...]] = ("none", "accept", "none", "accept", "block", "raise")
 _POLICY: Final[tuple[TimeoutPolicyPlacement, ...]] = get_args(TimeoutPolicyPlacement)
-_CALLS_NEXT: Final[frozenset[WrapperKind]] = frozenset({"pass", "replace_signal", "raise_after"})
+_CALLS_NEXT: Final[frozenset[WrapperKind]] = frozenset(
+    {"pass", "replace_signal", "replace_result", "raise_after"}
+)
 _WAITING_POINTS: Final[frozenset[CancelWhere]] = frozenset(
     {"pre_execute", "approval", "wrapper_before", "body", "wrapper_after", "post_execute"}
 )
@@ -58,7 +88,14 @@ def _reachable(scenario: Scenario) -> Scenario:
     s = scenario
     changes: dict[str, object] = {}
     where = s.where
-    if where in ("pre_execute", "approval", "wrapper_before", "replacement", "body", "wrapper_after"):
+    if where in (
+        "pre_execute",
+        "approval",
+        "wrapper_before",
+        "replacement",
+        "body",
+        "wrapper_after",
+    ):
         changes.update(tool="known", arguments="json")
     if where == "pre_execute" and s.pre == "none":
         changes["pre"] = "allow"
