@@ -1,6 +1,5 @@
 """Cancellation signals (DESIGN.md §1): CancelSource, CancelSignal and open_signal."""
 
-
 from __future__ import annotations
 
 import logging
