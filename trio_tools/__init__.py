@@ -124,5 +124,5 @@ __all__ = [
     "timeout_policy",
 ]
 
-_fix_module(globals(), *__all__)
+_fix_module(globals(), __all__)
 del _fix_module

@@ -112,7 +112,6 @@ Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
 
 _ALLOW = Allow()
 _ACCEPT = Accept()
-_APPROVAL_ANSWERS = frozenset({"granted", "rejected", "cancelled"})
 
 
 class _FinalResult(Exception):

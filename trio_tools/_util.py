@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable
 from typing import Any, NoReturn, TypeVar, cast
 
 T = TypeVar("T")
@@ -29,13 +30,19 @@ class NoPublicConstructor(type):
         return cast(T, type.__call__(cls, *args, **kwargs))
 
 
-def fix_module(namespace: dict[str, object], *names: str) -> None:
-    """Make reprs and tracebacks say ``trio_tools.X`` for the public names."""
+def fix_module(namespace: dict[str, object], names: Iterable[str]) -> None:
+    """Make reprs and tracebacks say ``<package>.X`` for a package's public names.
+
+    The package is the namespace's ``__name__``; only objects defined in its private
+    (``_``) modules are renamed, so re-exports from elsewhere keep their own module.
+    """
+    package = cast(str, namespace["__name__"])
     for name in names:
         obj = namespace[name]
-        if hasattr(obj, "__module__"):
+        module = getattr(obj, "__module__", None)
+        if isinstance(module, str) and module.startswith(f"{package}._"):
             with contextlib.suppress(AttributeError, TypeError):
-                obj.__module__ = "trio_tools"
+                obj.__module__ = package
 
 
 def leaf_exceptions(exc: BaseException) -> list[BaseException]:

@@ -29,6 +29,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess by t
 else:
     del _hypothesis
 
+from .._util import fix_module as _fix_module
 from ._contract import CallPlan as CallPlan
 from ._contract import call_plans as call_plans
 from ._contract import cancellation_contract_machine as cancellation_contract_machine
@@ -59,15 +60,5 @@ __all__ = [
     "scenarios",
 ]
 
-
-def _fix_module() -> None:
-    """Make reprs and tracebacks say ``trio_tools.testing.X`` for the public names."""
-    namespace = globals()
-    for name in __all__:
-        obj = namespace[name]
-        if getattr(obj, "__module__", "").startswith("trio_tools.testing._"):
-            obj.__module__ = "trio_tools.testing"
-
-
-_fix_module()
+_fix_module(globals(), __all__)
 del _fix_module
