@@ -6,7 +6,7 @@ own constructors, so the tests compare whole frozen values against the contract.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -20,12 +20,19 @@ from trio_tools import (
     ContentBlock,
     ErrorInfo,
     Halt,
+    PostDecision,
+    PreDecision,
     TextBlock,
     ToolExecution,
     ToolExecutionInput,
     ToolRegistry,
     ToolResult,
 )
+
+# The call_next of each middleware stage, for annotating test hooks.
+PreNext = Callable[[], Awaitable[PreDecision]]
+AroundNext = Callable[[], Awaitable[ToolResult]]
+PostNext = Callable[[], Awaitable[PostDecision]]
 
 TOOL = "tool"
 """The name every single-tool test registers its tool under."""

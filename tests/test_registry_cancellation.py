@@ -16,8 +16,11 @@ import trio
 import trio.testing
 from helpers_registry import (
     TOOL,
+    AroundNext,
     Fatal,
     Harness,
+    PostNext,
+    PreNext,
     aborted,
     aborted_before_dispatch,
     denied,
@@ -39,7 +42,6 @@ from trio_tools import (
     Deny,
     ErrorInfo,
     Halt,
-    PostDecision,
     PreDecision,
     TextBlock,
     ToolDispatchExecution,
@@ -49,10 +51,6 @@ from trio_tools import (
     define_tool,
     open_signal,
 )
-
-PreNext = Callable[[], Awaitable[PreDecision]]
-AroundNext = Callable[[], Awaitable[ToolResult]]
-PostNext = Callable[[], Awaitable[PostDecision]]
 
 
 @pytest.fixture

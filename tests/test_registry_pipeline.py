@@ -15,8 +15,11 @@ import trio
 import trio.testing
 from helpers_registry import (
     TOOL,
+    AroundNext,
     CodedError,
     Harness,
+    PostNext,
+    PreNext,
     StageLog,
     aborted_before_dispatch,
     denied,
@@ -56,10 +59,6 @@ from trio_tools import (
     ToolSchema,
     define_tool,
 )
-
-PreNext = Callable[[], Awaitable[PreDecision]]
-AroundNext = Callable[[], Awaitable[ToolResult]]
-PostNext = Callable[[], Awaitable[PostDecision]]
 
 IMAGE = ImageBlock("image/png", "iVBORw0KGgo=")
 

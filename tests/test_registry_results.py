@@ -10,7 +10,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from helpers_registry import TOOL, CodedError, Harness, error
+from helpers_registry import TOOL, AroundNext, CodedError, Harness, PostNext, PreNext, error
 
 import trio_tools
 from trio_tools import (
@@ -22,7 +22,6 @@ from trio_tools import (
     ErrorInfo,
     Halt,
     ImageBlock,
-    PostDecision,
     PreDecision,
     TextBlock,
     ToolDispatchExecution,
@@ -32,10 +31,6 @@ from trio_tools import (
     define_tool,
     timeout_policy,
 )
-
-PreNext = Callable[[], Awaitable[PreDecision]]
-AroundNext = Callable[[], Awaitable[ToolResult]]
-PostNext = Callable[[], Awaitable[PostDecision]]
 
 
 @attrs.frozen
