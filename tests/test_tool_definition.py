@@ -4,9 +4,10 @@ generated JSON Schema, policy knobs, the supported argument types and ``INVALID_
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
-from typing import Any
+from typing import Any, TypedDict
 
 import attrs
 import msgspec
@@ -475,3 +476,19 @@ def test_registry_tool_uses_the_same_definition_rules() -> None:
     with pytest.raises(ValueError, match="timeout"):
         registry.tool(raw_object, name="other", timeout=0)
     assert registry.get("other") is None
+
+
+class _PartialArgs(TypedDict):
+    path: str
+
+
+async def _partial_body(args: _PartialArgs, ctx: ToolRunContext, prefix: str) -> str:
+    return prefix + args["path"]
+
+
+def test_a_partial_body_needs_a_name_and_keeps_its_argument_type() -> None:
+    body = functools.partial(_partial_body, prefix="read ")
+    with pytest.raises(ValueError, match="needs name="):
+        define_tool(body)
+    definition = define_tool(body, name="read")
+    assert ("read", _PartialArgs) == (definition.name, definition.args)

@@ -233,19 +233,22 @@ class _ToolDecorator(Protocol):
 
 def _infer_args(fn: Callable[..., object]) -> type[Any] | None:
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return None
+        return None  # a builtin or other callable without a signature: raw arguments
+    params = list(signature.parameters.values())
     if not params:
         raise TypeError(f"tool body {fn!r} must take (args, ctx)")
     try:
-        hints = typing.get_type_hints(fn)
+        # eval_str resolves string annotations (``from __future__ import annotations``),
+        # also through functools.partial and callable objects.
+        first = next(iter(inspect.signature(fn, eval_str=True).parameters.values()))
     except Exception as exc:
         raise TypeError(f"cannot resolve the annotations of {fn!r}: {exc}") from None
-    annotation: type[Any] | None = hints.get(params[0].name)
-    if annotation is None or annotation is object or annotation is Any:
+    annotation: Any = first.annotation
+    if annotation is inspect.Parameter.empty or annotation is object or annotation is Any:
         return None
-    return annotation
+    return cast("type[Any]", annotation)
 
 
 @overload
@@ -302,8 +305,11 @@ def define_tool(
             raise TypeError(f"define_tool() needs an async function, got {body!r}")
         arg_type = args if args is not None else _infer_args(body)
         doc = description if description is not None else inspect.getdoc(body)
+        tool_name = name if name is not None else getattr(body, "__name__", None)
+        if tool_name is None:
+            raise ValueError(f"define_tool() needs name= for {body!r}, which has no __name__")
         return ToolDefinition(
-            name=name if name is not None else body.__name__,
+            name=tool_name,
             description=doc or "",
             execute=body,
             args=arg_type,
