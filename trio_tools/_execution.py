@@ -105,7 +105,6 @@ class _Run:
         "name",
         "on_progress",
         "parent",
-        "progress_open",
         "settled",
         "stages",
     )
@@ -132,7 +131,6 @@ class _Run:
         self._execution: ToolExecution | None = None
         self.arguments: object = None
         self.body_invoked = False
-        self.progress_open = False
         self.settled = False
         self.body_contexts: tuple[AdditionalContext, ...] = ()
         self.halt: Halt | None = None
@@ -298,7 +296,8 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         """
         run = self._run
         receiver = run.on_progress
-        if receiver is None or not run.progress_open:
+        # Only while the body runs: invoked, and its dispatch not yet settled.
+        if receiver is None or not run.body_invoked or run.settled:
             return
         try:
             receiver(progress)

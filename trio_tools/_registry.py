@@ -551,8 +551,10 @@ class ToolRegistry:
                     result = self._cancellation_overrides(run, result)
                 # 6. Post-execute, then cancellation that arrived while it waited.
                 if stages.post:
-                    result = await self._post_execute(run, result)
-                candidate = self._cancellation_overrides(run, result)
+                    result = self._cancellation_overrides(
+                        run, await self._post_execute(run, result)
+                    )
+                candidate = result
             except _FinalResult as final:
                 candidate = final.result
             if not run.body_invoked:
@@ -716,7 +718,6 @@ class ToolRegistry:
             if fused.cancelled:
                 return aborted(body_invoked=False)
             run.body_invoked = True
-            run.progress_open = True
             # The per-call nursery's own cancel scope is the scope bound to the fused
             # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
             # same behaviour): the body and everything it started stop at their next
@@ -740,7 +741,6 @@ class ToolRegistry:
             # Only now: work the body started may outlive it inside the nursery, and must
             # still hear the signal until the nursery is done.
             fused._listeners.pop(key, None)
-            run.progress_open = False
             run.settled = True
             if link is not None:
                 link.detach()
@@ -887,54 +887,35 @@ def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
     return replace_result(result, additional_contexts=(*body, *have))
 
 
-class _PreNext:
-    """``call_next`` of the pre-execute chain: the next hook's coroutine, at most once."""
+class _Next:
+    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once.
 
-    __slots__ = ("_execution", "_hooks", "_index")
+    ``args`` are what every hook of the chain receives before ``call_next``; past the last
+    hook, ``end()`` gives the chain's default decision.
+    """
 
-    def __init__(
-        self, hooks: Sequence[PreExecuteHook], execution: ToolExecution, index: int
-    ) -> None:
-        self._hooks = hooks
-        self._execution = execution
-        self._index = index
-
-    def __call__(self) -> Awaitable[PreDecision]:
-        index, self._index = self._index, -1
-        if index < 0:
-            raise RuntimeError("call_next() may be called only once")
-        hooks = self._hooks
-        if index == len(hooks):
-            return _allowed()
-        return hooks[index](self._execution, _PreNext(hooks, self._execution, index + 1))
-
-
-class _PostNext:
-    """``call_next`` of the post-execute chain: the next hook's coroutine, at most once."""
-
-    __slots__ = ("_execution", "_hooks", "_index", "_result")
+    __slots__ = ("_args", "_end", "_hooks", "_index")
 
     def __init__(
         self,
-        hooks: Sequence[PostExecuteHook],
-        execution: ToolExecution,
-        result: ToolResult,
+        hooks: Sequence[Callable[..., Awaitable[Any]]],
+        args: tuple[object, ...],
+        end: Callable[[], Awaitable[Any]],
         index: int,
     ) -> None:
         self._hooks = hooks
-        self._execution = execution
-        self._result = result
+        self._args = args
+        self._end = end
         self._index = index
 
-    def __call__(self) -> Awaitable[PostDecision]:
+    def __call__(self) -> Awaitable[Any]:
         index, self._index = self._index, -1
         if index < 0:
             raise RuntimeError("call_next() may be called only once")
         hooks = self._hooks
         if index == len(hooks):
-            return _accepted()
-        following = _PostNext(hooks, self._execution, self._result, index + 1)
-        return hooks[index](self._execution, self._result, following)
+            return self._end()
+        return hooks[index](*self._args, _Next(hooks, self._args, self._end, index + 1))
 
 
 async def _allowed() -> PreDecision:
@@ -946,13 +927,13 @@ async def _accepted() -> PostDecision:
 
 
 async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:
-    return await _PreNext(hooks, execution, 0)()
+    return await _Next(hooks, (execution,), _allowed, 0)()
 
 
 async def _post_chain(
     hooks: Sequence[PostExecuteHook], execution: ToolExecution, result: ToolResult
 ) -> object:
-    return await _PostNext(hooks, execution, result, 0)()
+    return await _Next(hooks, (execution, result), _accepted, 0)()
 
 
 async def _around_chain(

@@ -158,8 +158,8 @@ class CancelSignal(metaclass=NoPublicConstructor):
     def _bind(self, scope: trio.CancelScope) -> int:
         """Cancel ``scope`` when the signal fires; return the key that unbinds it.
 
-        The registry binds the body's per-call nursery scope directly, which is what
-        ``open_scope()`` does with a scope of its own.  The signal must not have fired.
+        Behind ``open_scope()``, and used by the registry to bind the body's per-call
+        nursery scope directly.  The signal must not have fired.
         """
         key = next(_keys)
         self._listeners[key] = _ScopeCanceller(scope)
@@ -216,9 +216,6 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
         self._scope = trio.CancelScope()
         self._key = -1
 
-    def _on_fire(self, reason: CancelReason) -> None:
-        self._scope.cancel(reason=_scope_reason(reason))
-
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()
         signal = self._signal
@@ -227,8 +224,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
             scope.cancel(reason=_scope_reason(reason))
         else:
             # Only once the scope is entered: a failed entry must not leave a listener.
-            self._key = key = next(_keys)
-            signal._listeners[key] = self._on_fire
+            self._key = signal._bind(scope)
         return scope
 
     def __exit__(
