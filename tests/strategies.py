@@ -31,6 +31,7 @@ __all__ = [
     "CANCEL_WHERES",
     "call_plans",
     "concurrent_scenarios",
+    "json_scalars",
     "json_values",
     "scenarios",
     "tool_calls",
