@@ -19,6 +19,7 @@ from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
 from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._journal import BatchRecord as BatchRecord
 from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
 from ._registry import Guard as Guard
@@ -49,6 +50,7 @@ from ._results import TextBlock as TextBlock
 from ._results import ToolOutput as ToolOutput
 from ._results import ToolResult as ToolResult
 from ._scheduler import BatchOutcome as BatchOutcome
+from ._scheduler import DurableJournal as DurableJournal
 from ._scheduler import Journal as Journal
 from ._scheduler import JournalEvent as JournalEvent
 from ._scheduler import MemoryJournal as MemoryJournal
@@ -58,6 +60,8 @@ from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
 from ._signal import open_signal as open_signal
+from ._sqlite import SqliteJournal as SqliteJournal
+from ._sqlite import open_sqlite_journal as open_sqlite_journal
 from ._timeout import timeout_policy as timeout_policy
 from ._tool import ToolDefinition as ToolDefinition
 from ._tool import ToolSchema as ToolSchema
@@ -87,12 +91,14 @@ __all__ = [
     "AroundWrapper",
     "Ask",
     "BatchOutcome",
+    "BatchRecord",
     "Block",
     "CancelReason",
     "CancelSignal",
     "CancelSource",
     "ContentBlock",
     "Deny",
+    "DurableJournal",
     "ErrorInfo",
     "ExecutionToken",
     "Guard",
@@ -107,6 +113,7 @@ __all__ = [
     "PreExecuteHook",
     "Registration",
     "ResultObserver",
+    "SqliteJournal",
     "TextBlock",
     "ToolCall",
     "ToolDefinition",
@@ -120,6 +127,7 @@ __all__ = [
     "ToolSchema",
     "define_tool",
     "open_signal",
+    "open_sqlite_journal",
     "run_tool_calls",
     "timeout_policy",
 ]
