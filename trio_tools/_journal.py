@@ -162,6 +162,9 @@ class Writer(Generic[S]):
         self._errors = errors
         self._queue: queue.SimpleQueue[list[_Job] | object] = queue.SimpleQueue()
         self._pending: list[_Job] = []
+        # Counted by the thread, read by tests and benchmarks.
+        self.transactions = 0
+        self.jobs = 0
         self._token = trio.lowlevel.current_trio_token()
         self._closed = False
         self._stopped = trio.Event()
@@ -244,6 +247,8 @@ class Writer(Generic[S]):
 
     def _run_group(self, store: S, group: list[_Job]) -> None:
         """Run ``group`` in one transaction; if a job fails, each job in its own."""
+        self.transactions += 1
+        self.jobs += len(group)
         try:
             self._transaction(store, group)
         except Exception as exc:
@@ -431,6 +436,7 @@ class StoreJournal(Generic[S]):
 
     async def history(self) -> tuple[BatchRecord, ...]:
         """Every batch of the session, in order (see :class:`BatchRecord`)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         stored = await self._writer.run(lambda store: store.batches())
         return tuple(
             BatchRecord(
@@ -472,6 +478,7 @@ class StoreJournal(Generic[S]):
                 closed.append((batch, results))
             return closed
 
+        await trio.lowlevel.checkpoint_if_cancelled()
         closed = await self._writer.run(recover)
         # Whatever batch was open is closed now.
         self._batch = None
