@@ -13,6 +13,7 @@ P3      the same with ``timeout_policy()`` and a tool timeout               (rep
 P4      ``run_tool_calls``: 1,000 parallel no-op calls, per call            <= 2.0x
 P5      cancel -> all 10,000 in-flight calls returned their result          <= 1.5x
 P6      memory per in-flight call over a bare sleeping Trio task            <= 4 KiB
+P7      provider conversion of a 100-call step vs running that batch        <= 0.05x
 T1      P1 with one no-op instrument (``add_instrument``), vs P1            <= 1.05x
 T2      P1 traced by ``trio_tools.otel`` (SDK, recording), added us/call    (reported)
 ======  ==================================================================  ===========
@@ -24,6 +25,9 @@ Floors:
 * P5: ``nursery.cancel_scope.cancel()`` of a nursery of 10,000 tasks in
   ``trio.sleep_forever()``, until the nursery has exited.
 * P6: 10,000 tasks parked in ``trio.sleep_forever()`` (tracemalloc peak).
+* P7: ``run_tool_calls`` of the 100 calls themselves; the conversion is
+  ``tool_calls(message)`` plus ``tool_results(calls, outcome)`` of each
+  ``trio_tools.providers`` module (the worst of the three is the goal's ratio).
 * T1, T2: P1 itself, measured in the same rounds.  T2 uses the OpenTelemetry SDK's
   ``TracerProvider`` with a ``SimpleSpanProcessor`` feeding an exporter that drops the spans
   (so every span is recorded, ended and handed to the processor); it is skipped when the
@@ -76,7 +80,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "T1", "T2")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -719,6 +723,86 @@ async def bench_memory(cfg: Config) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# P7: converting a step's calls and outcome for a model API
+
+
+def model_messages(size: int) -> dict[str, object]:
+    """What each API's model turn with ``size`` calls looks like, as plain dicts."""
+    ids = [f"call_{i}" for i in range(size)]
+    return {
+        "openai_chat": {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+                for cid in ids
+            ],
+        },
+        "openai_responses": [
+            {"type": "function_call", "call_id": cid, "name": "noop", "arguments": "{}"}
+            for cid in ids
+        ],
+        "anthropic": {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": cid, "name": "noop", "input": {}} for cid in ids
+            ],
+        },
+    }
+
+
+async def bench_providers(cfg: Config) -> None:
+    from trio_tools.providers import anthropic, openai_chat, openai_responses
+
+    modules: dict[str, Any] = {
+        "openai_chat": openai_chat,
+        "openai_responses": openai_responses,
+        "anthropic": anthropic,
+    }
+    size = 100
+    signal = CancelSource().signal
+    registry = plain_registry(safe=True)
+    messages = model_messages(size)
+    calls = openai_chat.tool_calls(messages["openai_chat"])
+    outcome = await trio_tools.run_tool_calls(registry, calls, signal=signal)
+    for name, module in modules.items():
+        converted = module.tool_results(module.tool_calls(messages[name]), outcome)
+        if not converted:
+            raise AssertionError(f"{name} conversion misbehaves")
+
+    async def batches(n: int) -> None:
+        for _ in range(max(1, n // size)):
+            await trio_tools.run_tool_calls(registry, calls, signal=signal, max_parallel=size)
+
+    def converter(name: str) -> Loop:
+        module, message = modules[name], messages[name]
+
+        async def loop(n: int) -> None:
+            for _ in range(max(1, n // size)):
+                module.tool_results(module.tool_calls(message), outcome)
+
+        return loop
+
+    loops: dict[str, Loop] = {"floor": batches}
+    loops.update({name: converter(name) for name in modules})
+    chunk = min(cfg.calls, 10 * size)
+    samples = await run_rounds(cfg, loops, max(chunk, cfg.calls // 5), chunk)
+    worst = max(modules, key=samples.ratio)
+    goal_line(
+        "P7",
+        f"tool_calls + tool_results of a {size}-call step ({worst}, the worst), "
+        f"vs run_tool_calls of it",
+        samples.ratio(worst),
+        0.05,
+    )
+    diag(f"run_tool_calls of {size} calls: {us(samples.median('floor') * size)}/batch")
+    for name in modules:
+        diag(
+            f"{name}: {us(samples.median(name) * size)}/step, ratio {samples.ratio(name):.3f}, "
+            f"CPU-time ratio {samples.cpu_ratio(name):.3f}"
+        )
+
+
+# ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -740,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_cancel, cfg)
     if "P6" in cfg.only:
         trio.run(bench_memory, cfg)
+    if "P7" in cfg.only:
+        trio.run(bench_providers, cfg)
     sys.stdout.flush()
     return 0
 
