@@ -6,9 +6,6 @@ results.  The registry calls each instrument at entry and once the call's result
 for every call; the scheduler reports its synthetic results the same way.
 """
 
-# run-time validation of values from untyped callers:
-# pyright: reportUnnecessaryIsInstance=false
-
 from __future__ import annotations
 
 from collections.abc import Callable
