@@ -11,6 +11,7 @@ from typing import Protocol, TextIO, final
 import trio
 
 from ._decisions import ApprovalAnswer, ApprovalRequest
+from ._execution import ToolExecution
 from ._json import to_compact_json
 from ._registry import Approver
 
@@ -96,11 +97,16 @@ class _ConsoleApprover:
             _write(out, f"  {name} {_arguments(execution.arguments)}\n")
             while True:
                 _write(out, "  allow? [y]es / [N]o / [a]lways for this tool > ")
-                with execution.signal.open_scope() as scope:
-                    line = await self._readline(fd)
-                if scope.cancelled_caught:
-                    reason = execution.signal.reason
-                    _write(out, f"(interrupted: {reason.message if reason else 'cancelled'})\n")
+                try:
+                    with execution.signal.open_scope() as scope:
+                        line = await self._readline(fd)
+                except BaseException:
+                    # The registry's gate scope, bound to the same signal, caught it first;
+                    # or some other interruption: either way, close the prompt's line.
+                    _write(out, _interrupted(execution) + "\n")
+                    raise
+                if scope.cancelled_caught:  # called outside a registry's gate
+                    _write(out, _interrupted(execution) + "\n")
                     return "cancelled"
                 if line is None:
                     _write(out, "(end of input)\n")
@@ -157,6 +163,11 @@ async def _read_some(fd: int) -> bytes:
             if exc.errno == errno.EIO:
                 return b""  # a terminal whose other end hung up: end of input
             raise
+
+
+def _interrupted(execution: ToolExecution) -> str:
+    reason = execution.signal.reason
+    return f"(interrupted: {reason.message})" if reason is not None else "(interrupted)"
 
 
 def _write(out: TextIO, text: str) -> None:
