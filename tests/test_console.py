@@ -303,3 +303,16 @@ async def test_the_calls_own_signal_interrupts_even_under_a_shield(terminal: Ter
         assert aborted_before_dispatch() == await calls.result("c1", done)
     assert ["cancelled"] == answers
     assert "(interrupted: stop)\n" == await terminal.read_until("\n")
+
+
+async def test_dev_null_is_end_of_input() -> None:
+    out = io.StringIO()
+    with open(os.devnull, "rb") as stdin:  # noqa: ASYNC230 - /dev/null never blocks
+        registry = make_registry(console_approver(stdin=stdin, stdout=out))
+        result = await registry.execute(
+            ToolExecutionInput(
+                call_id="c1", name="delete_file", arguments={}, signal=CancelSource().signal
+            )
+        )
+    assert CANCELLED == result
+    assert out.getvalue().endswith(f"{PROMPT}(end of input)\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import sys
 from typing import Protocol, TextIO, final
 
@@ -16,6 +15,8 @@ from ._json import to_compact_json
 from ._registry import Approver
 
 __all__ = ["console_approver"]
+
+_READ_SIZE = 4096
 
 _ANSWERS: dict[str, str] = {
     "y": "y",
@@ -149,14 +150,17 @@ async def _read_some(fd: int) -> bytes:
     readable, so it does not block (a terminal in canonical mode is readable once a whole
     line, or end of input, is there).
     """
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        # A regular file is always readable (and epoll refuses it): read it directly.
-        await trio.lowlevel.checkpoint()
-        return os.read(fd, 4096)
     while True:
-        await trio.lowlevel.wait_readable(fd)
         try:
-            return os.read(fd, 4096)
+            await trio.lowlevel.wait_readable(fd)
+        except OSError as exc:
+            if exc.errno != errno.EPERM:
+                raise
+            # epoll refuses what can never block (a regular file, /dev/null): just read it.
+            await trio.lowlevel.checkpoint()
+            return os.read(fd, _READ_SIZE)
+        try:
+            return os.read(fd, _READ_SIZE)
         except BlockingIOError:
             continue  # someone else's non-blocking flag, and someone else read it first
         except OSError as exc:
