@@ -96,6 +96,30 @@ EXPECTED: dict[str, list[Run]] = {
             )
         )
     ],
+    "openai_agent.py": [
+        Run(
+            expected=(
+                'model calls get_weather({"city":"Lyon"})',  # the strict null was dropped
+                "  call_1 -> OK: Sunny in Lyon, 21 degrees celsius",
+                "  call_2 -> OK: screenshot of https://example.org",
+                "  call_3 -> OK: Sunny in Paris, 21 degrees fahrenheit",
+                "model: Done. I saw 3 tool results and 1 image(s).",
+                "requests the fake API received: 3, rejected: 0",
+            )
+        )
+    ],
+    "anthropic_agent.py": [
+        Run(
+            expected=(
+                "  toolu_1 -> OK",
+                "[the user presses stop]",
+                "  toolu_2 -> ABORTED",
+                "  toolu_3 -> ABORTED_BEFORE_DISPATCH (synthetic)",
+                "model: Stopped, as you asked. Two searches ran; nothing was saved.",
+                "requests the fake API received: 3, rejected: 0",
+            )
+        )
+    ],
     # Written by other people: only what their purpose guarantees.
     "timeouts.py": [Run(expected=("TOOL_TIMEOUT",))],
     "agent_turn.py": [Run(expected=("ABORTED_BEFORE_DISPATCH (synthetic)", "balanced"))],
