@@ -13,6 +13,7 @@ P3      the same with ``timeout_policy()`` and a tool timeout               (rep
 P4      ``run_tool_calls``: 1,000 parallel no-op calls, per call            <= 2.0x
 P5      cancel -> all 10,000 in-flight calls returned their result          <= 1.5x
 P6      memory per in-flight call over a bare sleeping Trio task            <= 4 KiB
+P7      a signature tool vs the same tool with an attrs argument class      <= 1.05x
 ======  ==================================================================  ===========
 
 Floors:
@@ -22,6 +23,9 @@ Floors:
 * P5: ``nursery.cancel_scope.cancel()`` of a nursery of 10,000 tasks in
   ``trio.sleep_forever()``, until the nursery has exited.
 * P6: 10,000 tasks parked in ``trio.sleep_forever()`` (tracemalloc peak).
+* P7: ``registry.execute`` of ``read(args: ReadArgs, ctx)`` (an attrs class), against the
+  signature tool ``read(path: str, max_bytes: int = 65536, *, ctx)``; both get
+  ``{"path": "notes.txt", "max_bytes": 4096}``.
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
 timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
@@ -53,6 +57,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
@@ -70,7 +75,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -359,6 +364,72 @@ async def bench_sequential(cfg: Config) -> None:
     if "P3" in cfg.only:
         goal_line("P3", "execute no-op with timeout_policy, vs floor", samples.ratio("P3"), None)
         report("P3", "execute with timeout_policy")
+
+
+# ------------------------------------------------------------------------------------------
+# P7: a signature tool against the same tool written with an attrs class
+
+
+@attrs.frozen
+class ReadArgs:
+    path: str
+    max_bytes: int = 65536
+
+
+async def read_with_class(args: ReadArgs, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+async def read_with_signature(path: str, max_bytes: int = 65536, *, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+READ_ARGUMENTS = {"path": "notes.txt", "max_bytes": 4096}
+
+
+def read_loop(registry: ToolRegistry, name: str, signal: trio_tools.CancelSignal) -> Loop:
+    execute = registry.execute
+
+    async def loop(n: int) -> None:
+        for _ in range(n):
+            await execute(
+                ToolExecutionInput(
+                    call_id="call", name=name, arguments=READ_ARGUMENTS, signal=signal
+                )
+            )
+
+    return loop
+
+
+async def bench_signature(cfg: Config) -> None:
+    registry = ToolRegistry()
+    registry.tool(read_with_class, name="class")
+    registry.tool(read_with_signature, name="signature")
+    signal = CancelSource().signal
+    for name in ("class", "signature"):
+        result = await registry.execute(
+            ToolExecutionInput(call_id="check", name=name, arguments=READ_ARGUMENTS, signal=signal)
+        )
+        if result != OK_RESULT:
+            raise AssertionError(f"benchmark tool {name!r} misbehaves: {result!r}")
+    loops: dict[str, Loop] = {
+        "class": read_loop(registry, "class", signal),
+        "signature": read_loop(registry, "signature", signal),
+    }
+    samples = await run_rounds(cfg, loops, cfg.calls, min(cfg.chunk, cfg.calls))
+    goal_line(
+        "P7",
+        "execute a signature tool vs the same tool with an attrs argument class",
+        samples.ratio("signature", "class"),
+        1.05,
+    )
+    diag(
+        f"attrs class {us(samples.median('class'))}/call ({samples.spread('class')}); "
+        f"signature {us(samples.median('signature'))}/call ({samples.spread('signature')}); "
+        f"CPU-time ratio {samples.cpu_ratio('signature', 'class'):.2f}"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -667,6 +738,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_cancel, cfg)
     if "P6" in cfg.only:
         trio.run(bench_memory, cfg)
+    if "P7" in cfg.only:
+        trio.run(bench_signature, cfg)
     sys.stdout.flush()
     return 0
 

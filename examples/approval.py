@@ -1,7 +1,8 @@
 """Ask the person at the terminal before a dangerous tool runs, and let "stop" interrupt it.
 
-A pre-execute hook answers ``Ask(...)`` for ``delete_file``; the registry then calls the
-approver, which prints a prompt and reads one line from stdin: ``y`` grants the call,
+``delete_file`` is defined with ``requires_approval=True``, so the registry asks its
+approver before the body runs (the end of the pre-execute chain answers ``Ask()`` instead
+of ``Allow()``).  The approver prints a prompt and reads one line from stdin: ``y`` grants the call,
 anything else rejects it (``DENIED``), and end-of-input answers ``"cancelled"`` (also
 ``DENIED``: nobody cancelled the call, the approval just could not happen).
 
@@ -32,11 +33,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Self, cast
 
-import attrs
 import trio
 
 import trio_tools
@@ -93,7 +93,8 @@ def terminal_approver(lines: LineReader) -> trio_tools.Approver:
 
     async def approve(request: trio_tools.ApprovalRequest) -> trio_tools.ApprovalAnswer:
         execution = request.execution
-        print(f"  ? {request.reason} Allow {execution.name}({dict_text(execution.arguments)})?")
+        why = f"{request.reason} " if request.reason else ""
+        print(f"  ? {why}Allow {execution.name}({dict_text(execution.arguments)})?")
         print("    [y/N] > ", end="", flush=True)
         try:
             answer = await lines.readline()
@@ -120,37 +121,23 @@ def dict_text(arguments: object) -> str:
     return repr(arguments)
 
 
-@attrs.frozen
-class DeleteArgs:
-    path: str
-
-
 registry = trio_tools.ToolRegistry()
 deleted: list[str] = []
 
 
-@registry.tool
-async def delete_file(args: DeleteArgs, ctx: trio_tools.ToolRunContext) -> str:
-    """Delete a file (this demo only pretends to)."""
-    deleted.append(args.path)
-    return f"deleted {args.path}"
+@registry.tool(requires_approval=True)
+async def delete_file(path: str) -> str:
+    """Delete a file (this demo only pretends to).
 
-
-async def ask_before_deleting(
-    exec: trio_tools.ToolExecution,
-    call_next: Callable[[], Awaitable[trio_tools.PreDecision]],
-) -> trio_tools.PreDecision:
-    if exec.name == "delete_file":
-        return trio_tools.Ask("This cannot be undone.")
-    return await call_next()
-
-
-registry.add_pre_execute(ask_before_deleting)
+    Args:
+        path: The file to delete.
+    """
+    deleted.append(path)
+    return f"deleted {path}"
 
 
 def show(result: trio_tools.ToolResult) -> None:
-    text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-    print(f"  -> {result.code or 'OK'}: {text}")
+    print(f"  -> {result.code or 'OK'}: {result.text}")
 
 
 async def press_stop_later(source: trio_tools.CancelSource, delay: float) -> None:

@@ -7,6 +7,9 @@ carries that cancellation across the two boundaries a tool body most often cross
   ``trio.from_thread.check_cancelled()`` between steps; it raises ``trio.Cancelled`` in the
   thread once the call is cancelled.  Trio *waits* for the thread to return (we never pass
   ``abandon_on_cancel=True``), so when the call's result arrives the thread has exited.
+* A **sync tool** (a plain ``def``) is that, done by the registry: its body runs in a
+  worker thread, polls ``ctx.check_cancelled()``, and calls ``ctx`` methods directly (they
+  hop to the Trio thread).  It is never abandoned either.
 * ``trio.run_process``: on cancellation Trio terminates the child (SIGTERM, then SIGKILL
   after five seconds) and waits for it to exit, so the result arrives with a return code.
 
@@ -26,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -38,6 +42,7 @@ registry = trio_tools.ToolRegistry()
 
 # What each tool left behind, checked after its call returned.
 thread_exited = threading.Event()
+sync_thread_exited = threading.Event()
 processes: list[trio.Process] = []
 
 
@@ -66,6 +71,23 @@ async def crunch_numbers(args: object, ctx: trio_tools.ToolRunContext) -> str:
 
 
 @registry.tool
+def count_words(*, ctx: trio_tools.ToolRunContext) -> str:
+    """A sync tool: the registry runs it in a worker thread, a 50 ms step at a time."""
+    words = 0
+    try:
+        for step in range(1200):  # about a minute
+            ctx.check_cancelled()  # raises trio.Cancelled once the call is cancelled
+            time.sleep(0.05)
+            words += 7
+            if step % 2 == 1:
+                ctx.report_progress(f"{words} words")  # hops to the Trio thread
+        return f"{words} words"
+    finally:
+        print("  [sync tool thread] exiting", flush=True)
+        sync_thread_exited.set()
+
+
+@registry.tool
 async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
     """Run a child process; cancellation terminates it and waits for it to exit."""
     code = "import time; print('  [child] started', flush=True); time.sleep(60)"
@@ -75,8 +97,11 @@ async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
     return "script finished"
 
 
-def on_progress(progress: object) -> None:
-    print(f"  [progress] crunch_numbers: {progress}", flush=True)
+def progress_printer(name: str) -> Callable[[object], None]:
+    def on_progress(progress: object) -> None:
+        print(f"  [progress] {name}: {progress}", flush=True)
+
+    return on_progress
 
 
 async def run_both(step_signal: trio_tools.CancelSignal) -> dict[str, trio_tools.ToolResult]:
@@ -89,12 +114,12 @@ async def run_both(step_signal: trio_tools.CancelSignal) -> dict[str, trio_tools
             name=name,
             arguments={},
             signal=step_signal,
-            on_progress=on_progress if name == "crunch_numbers" else None,
+            on_progress=progress_printer(name) if name != "run_script" else None,
         )
         results[name] = await registry.execute(call)
 
     async with trio.open_nursery() as nursery:
-        for name in ("crunch_numbers", "run_script"):
+        for name in ("crunch_numbers", "count_words", "run_script"):
             nursery.start_soon(one, name)
     return results
 
@@ -103,9 +128,9 @@ def report(results: dict[str, trio_tools.ToolResult], started: float) -> None:
     print(f"  results after {trio.current_time() - started:.1f}s:")
     for name in sorted(results):
         result = results[name]
-        text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-        print(f"    {name:<15} {result.code}  {text}")
+        print(f"    {name:<15} {result.code}  {result.text}")
     print(f"  thread exited before the result: {thread_exited.is_set()}")
+    print(f"  sync tool's thread exited before the result: {sync_thread_exited.is_set()}")
     returncode = processes[-1].returncode
     assert returncode is not None  # run_process waited for the child
     how = f" ({signal.Signals(-returncode).name})" if returncode < 0 else ""
@@ -129,6 +154,7 @@ async def main() -> None:
 
     print(f"round 2: the caller gives the step a {STOP_AFTER:g}s deadline")
     thread_exited.clear()
+    sync_thread_exited.clear()
     source = trio_tools.CancelSource()  # a fresh lifetime: the old one has fired
     started = trio.current_time()
     async with trio_tools.open_signal(source.signal, timeout=STOP_AFTER) as step_signal:
