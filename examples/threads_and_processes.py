@@ -1,7 +1,7 @@
-"""Blocking code in a worker thread and a child process, both stopped by the caller's signal.
+"""Blocking code in a worker thread and a shell command, both stopped by the caller's signal.
 
-The registry runs every tool body inside a cancel scope bound to the call's signal, and Trio
-carries that cancellation across the two boundaries a tool body most often crosses:
+The registry runs every tool body inside a cancel scope bound to the call's signal, and that
+cancellation crosses the two boundaries a tool body most often crosses:
 
 * ``trio.to_thread.run_sync``: Python cannot interrupt a thread, so the thread polls
   ``trio.from_thread.check_cancelled()`` between steps; it raises ``trio.Cancelled`` in the
@@ -10,13 +10,17 @@ carries that cancellation across the two boundaries a tool body most often cross
 * A **sync tool** (a plain ``def``) is that, done by the registry: its body runs in a
   worker thread, polls ``ctx.check_cancelled()``, and calls ``ctx`` methods directly (they
   hop to the Trio thread).  It is never abandoned either.
-* ``trio.run_process``: on cancellation Trio terminates the child (SIGTERM, then SIGKILL
-  after five seconds) and waits for it to exit, so the result arrives with a return code.
+* ``trio_tools.run_command``: a shell command is a process *tree* (here ``bash`` runs ``sh``,
+  which runs ``sleep``).  ``trio.run_process`` would terminate only ``bash`` and leave
+  ``sleep`` running; ``run_command`` starts the command in its own process group, and on
+  cancellation sends SIGTERM to the whole group (SIGKILL after a grace period) and waits
+  until none of it is running.  With ``ctx``, what the command printed so far is attached to
+  the ``ABORTED`` result as an additional context, for the model to see.
 
 Either way the registry awaits the body to quiescence: a result of ``ABORTED`` means "the
 body started, side effects were possible, and nothing it started is still running".
 
-Two rounds, each running both tools side by side: first the user presses "stop" after
+Two rounds, each running the three tools side by side: first the user presses "stop" after
 0.3 s; then the caller gives the step a 0.3 s deadline with ``trio_tools.open_signal``.  (For
 a per-*tool* timeout with the ``TOOL_TIMEOUT`` code, see ``examples/timeouts.py``.)
 
@@ -25,8 +29,7 @@ Run it with ``.venv/bin/python examples/threads_and_processes.py``.
 
 from __future__ import annotations
 
-import signal
-import sys
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,7 +46,7 @@ registry = trio_tools.ToolRegistry()
 # What each tool left behind, checked after its call returned.
 thread_exited = threading.Event()
 sync_thread_exited = threading.Event()
-processes: list[trio.Process] = []
+SCRIPT = 'echo "[child] group $$ started"; sh -c "sleep 60; true"; echo never printed'
 
 
 def crunch(ctx: trio_tools.ToolRunContext) -> int:
@@ -89,12 +92,26 @@ def count_words(*, ctx: trio_tools.ToolRunContext) -> str:
 
 @registry.tool
 async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
-    """Run a child process; cancellation terminates it and waits for it to exit."""
-    code = "import time; print('  [child] started', flush=True); time.sleep(60)"
-    async with trio.open_nursery() as nursery:
-        process: trio.Process = await nursery.start(trio.run_process, [sys.executable, "-c", code])
-        processes.append(process)
-    return "script finished"
+    """Run a shell script; cancellation stops its whole process tree and waits for it."""
+    result = await trio_tools.run_command(["bash", "-c", SCRIPT], ctx=ctx, grace_period=2.0)
+    return f"script exited with {result.returncode}"
+
+
+def running_in_group(contexts: tuple[trio_tools.AdditionalContext, ...]) -> str:
+    """How many processes of the script's group still run (Linux's /proc tells us)."""
+    words = " ".join(context.text for context in contexts).split()
+    if "group" not in words or not os.path.isdir("/proc"):
+        return "unknown"
+    pgid = words[words.index("group") + 1]
+    running = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as file:
+                fields = file.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited while we looked
+        running += fields[2] == pgid and fields[0] not in ("Z", "X")  # zombies are not running
+    return str(running)
 
 
 def progress_printer(name: str) -> Callable[[object], None]:
@@ -105,7 +122,7 @@ def progress_printer(name: str) -> Callable[[object], None]:
 
 
 async def run_both(step_signal: trio_tools.CancelSignal) -> dict[str, trio_tools.ToolResult]:
-    """Run both tools side by side with one signal; return their results by name."""
+    """Run the tools side by side with one signal; return their results by name."""
     results: dict[str, trio_tools.ToolResult] = {}
 
     async def one(name: str) -> None:
@@ -131,10 +148,10 @@ def report(results: dict[str, trio_tools.ToolResult], started: float) -> None:
         print(f"    {name:<15} {result.code}  {result.text}")
     print(f"  thread exited before the result: {thread_exited.is_set()}")
     print(f"  sync tool's thread exited before the result: {sync_thread_exited.is_set()}")
-    returncode = processes[-1].returncode
-    assert returncode is not None  # run_process waited for the child
-    how = f" ({signal.Signals(-returncode).name})" if returncode < 0 else ""
-    print(f"  child process waited for: returncode={returncode}{how}")
+    contexts = results["run_script"].additional_contexts
+    for context in contexts:
+        print(f"  [{context.source}] " + context.text.replace("\n", "\n  " + " " * 15))
+    print(f"  processes of the script's group still running: {running_in_group(contexts)}")
 
 
 async def press_stop_later(source: trio_tools.CancelSource) -> None:

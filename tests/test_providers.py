@@ -9,6 +9,8 @@ call's arguments split at every character boundary.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -1034,3 +1036,32 @@ async def test_a_stream_cut_mid_arguments_gives_invalid_args(
 
     assert [None, INVALID_ARGS] == [result.code for result in outcome.results]
     assert "invalid arguments: " in outcome.results[1].content[0].text  # type: ignore[union-attr]
+
+
+# -- the public surface ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", APIS, ids=API_IDS)
+def test_each_module_has_the_same_public_names(api: Any) -> None:
+    assert ["StreamAssembler", "tool_calls", "tool_results", "tool_specs"] == sorted(api.__all__)
+    for name in api.__all__:
+        value = getattr(api, name)
+        assert api.__name__ == value.__module__
+        assert (value.__doc__ or "").strip(), name
+    assert getattr(api.StreamAssembler, "__final__", False) is True
+    assert "<" in repr(api.StreamAssembler())
+
+
+def test_the_providers_import_no_sdk() -> None:
+    """No SDK (nor pydantic) is a run-time dependency; ``import trio_tools`` does not even
+    import the providers."""
+    code = (
+        "import sys, trio_tools\n"
+        "assert 'trio_tools.providers' not in sys.modules\n"
+        "import trio_tools.providers\n"
+        "from trio_tools.providers import openai_chat, openai_responses, anthropic\n"
+        "loaded = {'openai', 'anthropic', 'pydantic', 'httpx', 'h11'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert 0 == done.returncode, done.stderr

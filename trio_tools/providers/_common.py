@@ -32,6 +32,7 @@ __all__ = [
     "drop_unset_nulls",
     "field",
     "joined_text",
+    "make_call",
     "pair_results",
     "plain",
     "plain_items",
@@ -55,7 +56,7 @@ def plain(value: object, what: str) -> JSONDict:
     Raises:
         TypeError: ``value`` is neither a mapping nor has a ``model_dump()`` giving one.
     """
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return cast(JSONDict, value)
     dump = getattr(value, "model_dump", None)
     if callable(dump):
@@ -69,9 +70,26 @@ def plain_items(value: object, what: str) -> list[JSONDict]:
     """A sequence (``None`` = empty) of dicts or SDK objects, each as a mapping."""
     if value is None:
         return []
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+    if type(value) is not list and (
+        isinstance(value, str | bytes) or not isinstance(value, Sequence)
+    ):
         raise TypeError(f"{what} must be a list, got {value!r}")
-    return [plain(item, what) for item in cast("Sequence[object]", value)]
+    items = cast("Sequence[object]", value)
+    return [cast(JSONDict, item) if type(item) is dict else plain(item, what) for item in items]
+
+
+_CALL_SLOTS = tuple(ToolCall.__dict__[name].__set__ for name in ("call_id", "name", "arguments"))
+
+
+def make_call(call_id: str, name: str, arguments: object) -> ToolCall:
+    """``ToolCall(call_id, name, arguments)`` for an id and name already known to be
+    ``str`` (checked by :func:`field`), without the validators: the converters' hot path."""
+    call = object.__new__(ToolCall)
+    set_id, set_name, set_arguments = _CALL_SLOTS
+    set_id(call, call_id)
+    set_name(call, name)
+    set_arguments(call, arguments)
+    return call
 
 
 def field(data: Mapping[str, Any], key: str, what: str) -> str:
@@ -88,11 +106,17 @@ def thaw(value: object) -> Any:
     The registry hands out frozen mappings and tuples, which no SDK and no ``json.dumps``
     round trip treats as the caller expects; the output of every converter is thawed.
     """
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         return {key: thaw(item) for key, item in cast("Mapping[str, object]", value).items()}
-    if isinstance(value, list | tuple):
+    if kind is list or kind is tuple:
         return [thaw(item) for item in cast("Sequence[object]", value)]
     return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def tool_descriptions(registry: ToolRegistry, *, strict: bool) -> list[tuple[str, str, JSONDict]]:
@@ -266,8 +290,11 @@ def pair_results(
 
 def content_parts(result: ToolResult) -> list[TextBlock | ImageBlock]:
     """The result's content with images of unsupported types replaced by a text note."""
+    content = result.content
+    if len(content) == 1 and type(content[0]) is TextBlock:
+        return [content[0]]  # the common case: one text block
     parts: list[TextBlock | ImageBlock] = []
-    for block in result.content:
+    for block in content:
         if isinstance(block, ImageBlock) and block.media_type not in SUPPORTED_IMAGE_TYPES:
             parts.append(
                 TextBlock(f"[image omitted: {block.media_type} is not a supported image type]")
@@ -279,6 +306,8 @@ def content_parts(result: ToolResult) -> list[TextBlock | ImageBlock]:
 
 def joined_text(parts: Sequence[TextBlock | ImageBlock]) -> str:
     """The text parts' texts joined with newlines (images left out)."""
+    if len(parts) == 1 and type(parts[0]) is TextBlock:
+        return parts[0].text
     return "\n".join(part.text for part in parts if isinstance(part, TextBlock))
 
 
@@ -327,7 +356,7 @@ class PartialCall:
             arguments = thaw(self.initial)
         else:
             arguments = ""
-        return ToolCall(self.call_id, self.name, drop_unset_nulls(registry, self.name, arguments))
+        return make_call(self.call_id, self.name, drop_unset_nulls(registry, self.name, arguments))
 
 
 def assembled(

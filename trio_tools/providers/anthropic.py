@@ -28,6 +28,7 @@ from ._common import (
     context_text,
     drop_unset_nulls,
     field,
+    make_call,
     pair_results,
     plain,
     plain_items,
@@ -87,7 +88,7 @@ def tool_calls(message: object, *, registry: ToolRegistry | None = None) -> tupl
         call_id = field(block, "id", "a tool_use block")
         name = field(block, "name", f"tool_use block {call_id!r}")
         arguments = thaw(block.get("input") or {})
-        calls.append(ToolCall(call_id, name, drop_unset_nulls(registry, name, arguments)))
+        calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)
 
 

@@ -30,6 +30,7 @@ from ._common import (
     drop_unset_nulls,
     field,
     joined_text,
+    make_call,
     pair_results,
     plain,
     plain_items,
@@ -97,7 +98,7 @@ def tool_calls(message: object, *, registry: ToolRegistry | None = None) -> tupl
         function = plain(item.get("function"), f"tool call {call_id!r}'s function")
         name = field(function, "name", f"tool call {call_id!r}")
         arguments = function.get("arguments") or ""
-        calls.append(ToolCall(call_id, name, drop_unset_nulls(registry, name, arguments)))
+        calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)
 
 

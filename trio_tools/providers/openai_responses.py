@@ -30,6 +30,7 @@ from ._common import (
     drop_unset_nulls,
     field,
     joined_text,
+    make_call,
     pair_results,
     plain,
     plain_items,
@@ -92,7 +93,7 @@ def tool_calls(response: object, *, registry: ToolRegistry | None = None) -> tup
         call_id = field(item, "call_id", "a function_call item")
         name = field(item, "name", f"function_call {call_id!r}")
         arguments = item.get("arguments") or ""
-        calls.append(ToolCall(call_id, name, drop_unset_nulls(registry, name, arguments)))
+        calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)
 
 
