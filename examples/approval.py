@@ -2,11 +2,11 @@
 
 The dangerous tools are defined with ``requires_approval=True``, so the registry asks its
 approver before their bodies run (the end of the pre-execute chain answers ``Ask()``
-instead of ``Allow()``); here the approver is ``trio_tools.console_approver()``.  It shows the call (the tool's name and its
-arguments as JSON) and reads one answer from stdin: ``y`` grants the call, ``n`` (or Enter)
-rejects it (``DENIED``), ``a`` grants it and every later call of the same tool without asking
-again, and end of input answers ``"cancelled"`` (also ``DENIED``: nobody cancelled the call,
-the approval just could not happen).
+instead of ``Allow()``); here the approver is ``trio_tools.console_approver()``.  It shows
+the call (the tool's name and its arguments as JSON) and reads one answer from stdin: ``y``
+grants the call, ``n`` (or Enter) rejects it (``DENIED``), ``a`` grants it and every later
+call of the same tool without asking again, and end of input answers ``"cancelled"`` (also
+``DENIED``: nobody cancelled the call, the approval just could not happen).
 
 The approval prompt runs inside the registry's *gate*, which is bound to the caller's
 signal.  When the caller's stop source fires while the prompt waits, the read is interrupted

@@ -27,7 +27,6 @@ def test_quick_benchmark_runs_every_goal_and_exits_0() -> None:
         check=False,
     )
     assert 0 == completed.returncode, completed.stderr
-    reported = {
-        match.group(1) for match in re.finditer(r"^(P[1-7]|T[12]|A1) ", completed.stdout, re.MULTILINE)
-    }
+    lines = re.finditer(r"^(P[1-7]|T[12]|A1) ", completed.stdout, re.MULTILINE)
+    reported = {match.group(1) for match in lines}
     assert set(GOALS) == reported, completed.stdout
