@@ -115,7 +115,9 @@ async def run_command(
     passed, or any enclosing scope was cancelled) the whole group gets ``SIGTERM`` (and
     ``SIGCONT``, so a stopped process handles it), then ``SIGKILL`` after ``grace_period``
     seconds; ``run_command`` waits until no process of the group is running and reaps the
-    command's own process before ``trio.Cancelled`` propagates.  With ``ctx``, the output
+    command's own process before ``trio.Cancelled`` propagates.  A ``KeyboardInterrupt`` (a
+    second Ctrl-C) that arrives during the grace period skips the rest of it: the group gets
+    ``SIGKILL`` at once and the command is reaped.  With ``ctx``, the output
     captured so far is deferred on the tool call's result as an
     ``AdditionalContext(source="run_command")``, so an ``ABORTED`` or ``TOOL_TIMEOUT`` result
     still tells the model what the command printed.  Once the call is cancelled no
