@@ -91,6 +91,10 @@ class _Capture:
         return f"{head}\n[... {omitted} bytes omitted ...]\n{rest}"
 
 
+# KeyboardInterrupt protection: a Ctrl-C must not strike between two lines of the
+# bookkeeping that stops and reaps the group (leaking a process or a file); Trio delivers it
+# at the next checkpoint instead, where the stop handles it.
+@trio.lowlevel.enable_ki_protection
 async def run_command(
     command: str | Sequence[str],
     *,
@@ -289,8 +293,8 @@ async def _stop_group(process: trio.Process, grace_period: float, *, leftovers_o
         # Interrupted while waiting out the grace period (a second Ctrl-C): skip the rest of
         # it, but still leave nothing behind.
         _signal_group(pgid, signal.SIGKILL)
-        with trio.CancelScope(shield=True):  # reap the command's process before we go
-            await process.wait()
+        with trio.CancelScope(shield=True):  # SIGKILL cannot be resisted: this is quick
+            await _wait_group_gone(process)
         raise
     _signal_group(pgid, signal.SIGKILL)
     await _wait_group_gone(process)
