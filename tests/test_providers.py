@@ -28,6 +28,7 @@ from helpers_providers import (
     assert_plain_json,
     build_registry,
     conforms,
+    fake,
     mixed_outcome,
     splits,
 )
@@ -343,47 +344,21 @@ DROPPED = {
 
 
 def chat_message(*calls: tuple[str, str, str]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
-            for cid, name, arguments in calls
-        ],
-    }
+    message: dict[str, Any] = fake.chat_completion(calls=calls)["choices"][0]["message"]
+    return message
 
 
 def chat_completion(message: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-test",
+        **fake.chat_completion(),
         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
     }
 
 
 def responses_output(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "Checking.", "annotations": []}],
-        },
-        *(
-            {
-                "type": "function_call",
-                "id": f"fc_{cid}",
-                "call_id": cid,
-                "name": name,
-                "arguments": arguments,
-                "status": "completed",
-            }
-            for cid, name, arguments in calls
-        ),
-    ]
+    """A message item (skipped by tool_calls), then the function_call items."""
+    output: list[dict[str, Any]] = fake.response("Checking.", calls)["output"]
+    return output
 
 
 def anthropic_message(*calls: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
