@@ -19,6 +19,7 @@ from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
 from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._instrument import Instrument as Instrument
 from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
 from ._registry import Guard as Guard
@@ -98,6 +99,7 @@ __all__ = [
     "Guard",
     "Halt",
     "ImageBlock",
+    "Instrument",
     "Journal",
     "JournalEvent",
     "MemoryJournal",
