@@ -450,7 +450,7 @@ async def test_openai_tool_calls_drop_strict_nulls_with_registry(api: Any) -> No
     outcome = await trio_tools.run_tool_calls(
         registry, [call], signal=trio_tools.CancelSource().signal
     )
-    assert "walk via 0 point(s), max None" == outcome.results[0].content[0].text  # type: ignore[union-attr]
+    assert "walk via 0 point(s), max None" == outcome.results[0].text
 
 
 def test_anthropic_tool_calls_drop_strict_nulls_with_registry() -> None:
@@ -1010,7 +1010,7 @@ async def test_a_stream_cut_mid_arguments_gives_invalid_args(
     )
 
     assert [None, INVALID_ARGS] == [result.code for result in outcome.results]
-    assert "invalid arguments: " in outcome.results[1].content[0].text  # type: ignore[union-attr]
+    assert "invalid arguments: " in outcome.results[1].text
 
 
 # -- the public surface ---------------------------------------------------------------------
