@@ -11,7 +11,7 @@ process, calls ``recover()`` twice, reads ``history()``, reopens the journal and
 ``recover()`` once more, and prints one JSON line per target.
 
 The journal backends are named in ``OPENERS``: a new backend adds its opener there and its
-target factory in the test module, and the whole crash suite runs on it.
+target factory in ``conftest.journal_target``, and the whole crash suite runs on it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from trio_tools import ToolCall, ToolResult, ToolRunContext
 
 OPENERS: dict[str, Callable[[str, str], AbstractAsyncContextManager[Any]]] = {
     "sqlite": lambda target, session: trio_tools.open_sqlite_journal(target, session=session),
+    "postgres": lambda target, session: trio_tools.open_postgres_journal(target, session=session),
 }
 
 
