@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -263,14 +263,19 @@ class CountingRuntime:
     async def run(self, code: str, call_tool: Any) -> str:
         self.runs += 1
 
-        async def counted(name: str, arguments: object) -> Mapping[str, object]:
+        def counted(name: str, arguments: object) -> Awaitable[Mapping[str, object]]:
+            # Called synchronously, as the contract says: the call takes its place now.
             self.requests.append((name, arguments))
             for count, arrived in self.waiting:
                 if len(self.requests) >= count:
                     arrived.set()
-            reply = await call_tool(name, arguments)
-            self.replies.append(reply)
-            return reply
+            reply = call_tool(name, arguments)
+
+            async def recorded() -> Mapping[str, object]:
+                self.replies.append(await reply)
+                return self.replies[-1]
+
+            return recorded()
 
         return await self.inner.run(code, counted)
 
@@ -819,3 +824,46 @@ def test_code_run_failed_error_message_and_kind() -> None:
     )
     with pytest.raises(ValueError, match="kind"):
         CodeRunFailedError("weird", "x")  # type: ignore[arg-type]
+
+
+# -- the public surface ------------------------------------------------------------------
+
+
+def test_every_code_mode_name_is_exported_and_documented_with_its_parameters() -> None:
+    import inspect
+    import re
+
+    from trio_tools import code_mode
+
+    api = (Path(__file__).parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    for name in code_mode.__all__:
+        value = getattr(code_mode, name)
+        assert "_" == name[0] or "trio_tools.code_mode" == getattr(
+            value, "__module__", "trio_tools.code_mode"
+        ), name
+        match = re.search(rf"^### `code_mode\.{name}`\n(.*?)(?=^### |\Z)", api, re.M | re.S)
+        assert match is not None, f"docs/api.md has no section for code_mode.{name}"
+        if inspect.isfunction(value):
+            parameters = list(inspect.signature(value).parameters)
+        elif attrs.has(value):
+            parameters = [field.name for field in attrs.fields(value)]
+        else:
+            parameters = []
+        assert [] == [p for p in parameters if not re.search(rf"\b{p}\b", match.group(1))]
+
+
+def test_import_trio_tools_does_not_import_code_mode() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, trio_tools; print('trio_tools.code_mode' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "False\n" == done.stdout

@@ -41,10 +41,10 @@ class CodeRuntime(Protocol):
     them: for each ``tools.NAME(**arguments)`` of the program it awaits
     ``call_tool(name, arguments)`` and hands the reply back to the program, ``{"ok": text}``
     (the awaited value) or ``{"error": {"code": ..., "message": ...}}`` (raise
-    ``ToolError(code, message)`` there).  Calls may overlap, each in its own task;
-    ``call_tool`` takes the call's place in line before its first checkpoint, so a runtime
-    keeps the program's order by starting those tasks one at a time (``nursery.start``).
-    Once the run has settled, ``call_tool`` refuses every call.
+    ``ToolError(code, message)`` there).  Calls may overlap: ``call_tool(...)`` takes the
+    call's place in line when it is *called*, and the awaitable it returns is the reply, so
+    a runtime calls it in the program's order and awaits each reply in a task of its own.
+    Once the run has settled, every call is refused (without dispatch).
     """
 
     async def run(self, code: str, call_tool: CallTool) -> str:
@@ -249,8 +249,7 @@ class _Session:
                 message = cast("dict[str, object]", decoded)
                 op = message.get("op")
                 if op == "call":
-                    # One at a time, so the calls keep the program's order.
-                    await calls.start(self._answer, message)
+                    self._answer(message, calls)
                 elif op in ("done", "failed"):
                     return message
                 else:
@@ -259,24 +258,27 @@ class _Session:
             return {"op": "failed", "kind": "exception", "message": f"protocol error: {exc}"}
         return None
 
-    async def _answer(
-        self, message: dict[str, object], *, task_status: trio.TaskStatus[None]
-    ) -> None:
+    def _answer(self, message: dict[str, object], calls: trio.Nursery) -> None:
         ident, name, arguments = message.get("id"), message.get("name"), message.get("arguments")
         if type(ident) is not int:
-            task_status.started()
             return  # no reply can reach a call without an id
         if type(name) is not str:
-            task_status.started()
-            reply: Mapping[str, object] = {
-                "error": {"code": "INVALID_ARGS", "message": "a tool name must be a str"}
-            }
-        else:
-            # ``started()`` lets the reader go on only once this task runs: it calls
-            # ``call_tool`` (which takes the call's place in line) before the next message.
-            task_status.started()
-            reply = await self.call_tool(name, {} if arguments is None else arguments)
-        await self._send({"id": ident, **reply})
+            calls.start_soon(
+                self._send,
+                {
+                    "id": ident,
+                    "error": {"code": "INVALID_ARGS", "message": "a tool name must be a str"},
+                },
+            )
+            return
+        # Called here, in the order of the messages: call_tool takes the call's place in
+        # line when it is called, and its awaitable is the reply.
+        calls.start_soon(
+            self._reply, ident, self.call_tool(name, {} if arguments is None else arguments)
+        )
+
+    async def _reply(self, ident: int, reply: Awaitable[Mapping[str, object]]) -> None:
+        await self._send({"id": ident, **(await reply)})
 
     async def _send(self, message: Mapping[str, object]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -86,6 +86,16 @@ class _Pending:
         self.reply: Mapping[str, object] = _REJECTED
 
 
+async def _replied(reply: Mapping[str, object]) -> Mapping[str, object]:
+    await trio.lowlevel.checkpoint()
+    return reply
+
+
+async def _reply_of(pending: _Pending) -> Mapping[str, object]:
+    await pending.done.wait()
+    return pending.reply
+
+
 class _SubCalls:
     """The nested calls of one run: numbered, scheduled, dispatched and settled here.
 
@@ -108,14 +118,16 @@ class _SubCalls:
         self.closed = False
         self.all_done = trio.Event()
 
-    async def call(self, name: str, arguments: object) -> Mapping[str, object]:
-        """The runtime's ``call_tool``: dispatch one call, or refuse it, and wait."""
+    def call(self, name: str, arguments: object) -> Awaitable[Mapping[str, object]]:
+        """The runtime's ``call_tool``: take the call's place in line now; await the reply.
+
+        The call is refused (without dispatch) once the run has settled, and when the
+        program calls ``run_code`` itself.
+        """
         if self.closed or self.signal.cancelled:
-            await trio.lowlevel.checkpoint()
-            return _REJECTED
+            return _replied(_REJECTED)
         if name == self.own_name:
-            await trio.lowlevel.checkpoint()
-            return _error_reply(DENIED, f'"{name}" cannot call itself')
+            return _replied(_error_reply(DENIED, f'"{name}" cannot call itself'))
         ctx = self.ctx
         self.count += 1
         input = ToolExecutionInput(
@@ -129,8 +141,7 @@ class _SubCalls:
         pending = _Pending(input, self.registry.execution_mode(input) == "parallel")
         self.queue.append(pending)
         self._pump()
-        await pending.done.wait()
-        return pending.reply
+        return _reply_of(pending)
 
     def _pump(self) -> None:
         queue = self.queue
