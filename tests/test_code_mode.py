@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,27 @@ class Lab:
                     agent=agent,
                 )
             )
+
+    async def run_and_cancel(
+        self, code: str, ready: Callable[[], Awaitable[object]], reason: str | None = None
+    ) -> tuple[ToolResult, float]:
+        """Run ``code``; once ``ready()`` returns, cancel the outer call.  The result, and
+        the seconds from the cancellation to the result."""
+        source = CancelSource()
+        outcome: list[tuple[ToolResult, float]] = []
+
+        async def run() -> None:
+            result = await self.run(code, signal=source.signal)
+            outcome.append((result, time.monotonic() - cancelled_at[0]))
+
+        cancelled_at = [0.0]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            with trio.fail_after(10):
+                await ready()
+            cancelled_at[0] = time.monotonic()
+            source.cancel(reason)
+        return outcome[0]
 
 
 def make_lab(
@@ -304,20 +325,14 @@ async def test_outer_cancellation_aborts_in_flight_rejects_queued_and_reaps_the_
         "second = asyncio.create_task(tools.hold_alone(key='b'))\n"
         "await asyncio.gather(first, second)\n"
     )
-    source = CancelSource()
-    outcome: list[ToolResult] = []
 
-    async def run() -> None:
-        outcome.append(await lab.run(code, signal=source.signal))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
+    async def ready() -> None:
         await lab.held.setdefault("a", trio.Event()).wait()
-        with trio.fail_after(10):
-            await runtime.wait_for_requests(3)  # note, the first hold, the second
-        source.cancel("user pressed stop")
+        await runtime.wait_for_requests(3)  # note, the first hold, the second
 
-    assert [aborted()] == outcome
+    result, _ = await lab.run_and_cancel(code, ready, "user pressed stop")
+
+    assert aborted() == result
     assert CancelReason("CANCELLED", "user pressed stop") == lab.reasons["a"]
     assert {
         f"{OUTER}:code:1": ok("noted"),
@@ -630,8 +645,10 @@ async def test_a_signal_kills_the_run() -> None:
     ids=["busy-child", "waiting-on-a-sub-call"],
 )
 async def test_the_tools_timeout_is_tool_timeout_and_the_child_is_reaped(code: str) -> None:
+    """Under the registry's own timeout enforcement, and under an explicit policy."""
     lab = make_lab(timeout=0.5)
-    lab.registry.add_around_execute(timeout_policy())
+    if "time.sleep" in code:
+        lab.registry.add_around_execute(timeout_policy())
     started = time.monotonic()
 
     result = await lab.run(code)
@@ -661,21 +678,11 @@ async def test_a_child_ignoring_sigterm_is_killed_after_the_grace_period() -> No
         "await tools.note(text=str(os.getpid()))\n"
         "time.sleep(30)\n"
     )
-    source = CancelSource()
-    outcome: list[ToolResult] = []
 
-    async def run() -> None:
-        outcome.append(await lab.run(code, signal=source.signal))
+    result, elapsed = await lab.run_and_cancel(code, lab.noted.wait)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        with trio.fail_after(10):
-            await lab.noted.wait()
-        cancelled_at = time.monotonic()
-        source.cancel()
-
-    assert 0.3 <= time.monotonic() - cancelled_at < 5
-    assert [aborted()] == outcome
+    assert 0.3 <= elapsed < 5
+    assert aborted() == result
     assert gone(int(lab.notes[0]))
 
 
@@ -735,7 +742,18 @@ def test_sdk_stub_renders_every_tool_style_from_its_schema() -> None:
 
     registry.register(define_tool(read_file))
     registry.register(define_tool(raw, description="Anything goes."))
-    # What a signature tool's definition holds: a schema with per-argument descriptions.
+
+    @registry.tool(timeout=30)
+    async def grep(pattern: str, max_hits: int = 3, *, ctx: ToolRunContext) -> str:
+        """Search the workspace.
+
+        Args:
+            pattern: A regular expression.
+            max_hits: Stop after this many.
+        """
+        return ""
+
+    # A hand-written schema, with what neither style above produces.
     registry.register(
         ToolDefinition(
             name="search",
@@ -766,6 +784,15 @@ def test_sdk_stub_renders_every_tool_style_from_its_schema() -> None:
         "    @staticmethod\n"
         "    async def raw(**arguments: object) -> str:\n"
         '        """Anything goes."""\n'
+        "\n"
+        "    @staticmethod\n"
+        "    async def grep(*, pattern: str, max_hits: int = 3) -> str:\n"
+        '        """Search the workspace.\n'
+        "\n"
+        "        Args:\n"
+        "            pattern: A regular expression.\n"
+        "            max_hits: Stop after this many.\n"
+        '        """\n'
         "\n"
         "    @staticmethod\n"
         "    async def search(*, query: str, limit: int = 10, tags: list[str] = ...,"

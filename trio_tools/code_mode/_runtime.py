@@ -1,5 +1,7 @@
 """Where a program runs: the :class:`CodeRuntime` protocol and :class:`SubprocessRuntime`."""
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
 # run-time validation of values from untyped callers:
 # pyright: reportUnnecessaryIsInstance=false
 
@@ -8,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Protocol, cast, final
 import attrs
 import trio
 
+from .._command import _signal_group, _stop_group, _wait_group_gone
 from .._json import FrozenDict
 from ._errors import CodeRunFailedError
 
@@ -297,32 +299,23 @@ class _Session:
                 self.output += chunk[:room]
                 if len(chunk) > room:
                     self.overflowed = True
-                    self._signal_group(signal.SIGKILL)
+                    _signal_group(self.process.pid, signal.SIGKILL)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
             self.output_done.set()
 
-    def _signal_group(self, signum: int) -> None:
-        # Only while the child is not reaped: its pid, which is the group's id, cannot have
-        # been reused.
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signum)
-
     async def _kill_and_reap(self) -> None:
-        self._signal_group(signal.SIGKILL)
-        await self.process.wait()
+        """The program is over: kill what is left of its group, wait until it is gone."""
+        _signal_group(self.process.pid, signal.SIGKILL)
+        await _wait_group_gone(self.process)
 
     async def stop(self) -> None:
-        """Stop the child (SIGTERM, then SIGKILL after the grace period) and reap it."""
-        process = self.process
-        if process.returncode is None and not self.finished:
-            self._signal_group(signal.SIGTERM)
-            with trio.move_on_after(self.runtime.grace_period):
-                await process.wait()
-        if process.returncode is None:
-            await self._kill_and_reap()
+        """Stop the child's group if the run did not get to (SIGTERM, SIGKILL after the
+        grace period), reap the child, close the pipes."""
+        if not self.finished or self.process.returncode is None:
+            grace = 0 if self.finished else self.runtime.grace_period
+            await _stop_group(self.process, grace, leftovers_only=False)
         for stream in (self.stdin, self.stdout, self.stderr):
             await stream.aclose()
 
