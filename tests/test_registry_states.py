@@ -75,7 +75,8 @@ class RegistryStates(RuleBasedStateMachine):
         self.registries = {flag: ToolRegistry(enforce_timeouts=flag) for flag in (True, False)}
         self.session = CancelSource()
         self.tally = _Tally()
-        self.registry.add_instrument(self.tally)
+        for registry in self.registries.values():
+            registry.add_instrument(self.tally)
 
     def _check(self, scenario: Scenario, run: ScenarioRun, *, instrumented: bool = True) -> None:
         note(f"expected: {expected_outcome(scenario)!r}")
