@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
-from typing import Literal, Protocol, final
+from typing import Any, Literal, Protocol, final
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
 from ._util import leaf_exceptions, logger
+from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
     "BatchOutcome",
@@ -62,6 +63,45 @@ class ToolCall:
     call_id: str = attrs.field(validator=_str)
     name: str = attrs.field(validator=_str)
     arguments: object
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call's wire form: ``{"v": 1, "call_id": ..., "name": ..., "arguments": ...}``.
+
+        A fresh ``dict`` of plain JSON values.  Raw JSON text stays the ``str`` it is;
+        parsed arguments are copied as plain JSON (arrays as ``list``, objects as
+        ``dict``), so ``ToolCall.from_dict(call.to_dict()) == call`` whenever the arguments
+        hold no tuples (JSON has one kind of array, and it comes back as ``list``).
+
+        Raises:
+            ValueError: the arguments are not losslessly JSON-serializable.
+        """
+        arguments = self.arguments
+        return {
+            "v": WIRE_VERSION,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": arguments
+            if type(arguments) is str
+            else json_to_wire("ToolCall", "arguments", arguments),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ToolCall:
+        """The call whose wire form (see :meth:`to_dict`) is ``data``.
+
+        Every key is required.  The arguments are copied (plain JSON), never shared with
+        ``data``.
+
+        Raises:
+            ValueError: ``data`` is not a wire form of this version: the message names the
+                first bad field, also an unknown one.
+        """
+        reader = WireReader("ToolCall", "", data)
+        reader.only(("v", "call_id", "name", "arguments"))
+        reader.version()
+        return cls(
+            reader.typed("call_id", str), reader.typed("name", str), reader.json("arguments")
+        )
 
 
 def _check_event(instance: JournalEvent, _attribute: object, result: ToolResult | None) -> None:
