@@ -134,7 +134,9 @@ class _WireTransport:
 
 
 @asynccontextmanager
-async def open_wire_client(server: Server[Any], *, modern: bool) -> AsyncIterator[tuple[Client, Wire]]:
+async def open_wire_client(
+    server: Server[Any], *, modern: bool
+) -> AsyncIterator[tuple[Client, Wire]]:
     """A client connected to ``server`` over recorded JSON-RPC memory streams."""
     wire = Wire()
     to_server: tuple[MemoryObjectSendStream[Any], MemoryObjectReceiveStream[Any]]
@@ -145,7 +147,9 @@ async def open_wire_client(server: Server[Any], *, modern: bool) -> AsyncIterato
 
         async def run_server() -> None:
             await server.run(
-                to_server[1], _Tap(to_client[0], wire.received), server.create_initialization_options()
+                to_server[1],
+                _Tap(to_client[0], wire.received),
+                server.create_initialization_options(),
             )
 
         nursery.start_soon(run_server)
@@ -165,3 +169,22 @@ async def open_client(server: Server[Any], era: Era) -> AsyncIterator[tuple[Clie
         return
     async with Client(server, mode="legacy" if era == "legacy" else "auto") as client:
         yield client, None
+
+
+class Published(list[tuple[str, Any]]):
+    """A result observer that keeps ``(tool name, result)`` pairs and can be waited on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._changed = trio.Event()
+
+    def __call__(self, execution: Any, result: Any) -> None:
+        self.append((execution.name, result))
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, count: int) -> None:
+        """Until ``count`` results were published (bounded: a hang fails the test)."""
+        with trio.fail_after(10):
+            while len(self) < count:
+                await self._changed.wait()

@@ -9,7 +9,8 @@ import attrs
 import mcp.types as types
 import pytest
 import trio
-from helpers_mcp import ERAS, WIRE_ERAS, Era, open_client, open_wire_client
+import trio.lowlevel
+from helpers_mcp import ERAS, WIRE_ERAS, Era, Published, open_client, open_wire_client
 from mcp.server import Server
 
 import trio_tools
@@ -42,7 +43,7 @@ class Remote:
     """A trio_tools registry to serve, and what happened on its side."""
 
     registry: ToolRegistry = attrs.Factory(ToolRegistry)
-    published: list[tuple[str, ToolResult]] = attrs.Factory(list)
+    published: Published = attrs.Factory(Published)
     reasons: list[CancelReason] = attrs.Factory(list)
     running: int = 0
     started: trio.Event = attrs.Factory(trio.Event)
@@ -127,20 +128,22 @@ def make_remote(*, parallel_waiters: int = 1) -> Remote:
         return decision
 
     registry.add_post_execute(block_secret)
-    registry.add_observer(lambda e, r: remote.published.append((e.name, r)))
+    registry.add_observer(remote.published)
     return remote
 
 
 @attrs.define
 class Local:
     registry: ToolRegistry = attrs.Factory(ToolRegistry)
-    published: list[tuple[str, ToolResult]] = attrs.Factory(list)
+    published: Published = attrs.Factory(Published)
     progress: list[object] = attrs.Factory(list)
 
     def __attrs_post_init__(self) -> None:
-        self.registry.add_observer(lambda e, r: self.published.append((e.name, r)))
+        self.registry.add_observer(self.published)
 
-    async def call(self, name: str, arguments: object, signal: trio_tools.CancelSignal) -> ToolResult:
+    async def call(
+        self, name: str, arguments: object, signal: trio_tools.CancelSignal
+    ) -> ToolResult:
         return await self.registry.execute(
             ToolExecutionInput(
                 call_id=f"local-{name}",
@@ -161,7 +164,9 @@ async def test_mount_registers_each_remote_tool_with_its_schema_and_hints() -> N
         waiting = local.registry.get("remote_rich")
         remote_echo = remote.registry.get("echo")
 
-    assert echo is not None and waiting is not None and remote_echo is not None
+    assert echo is not None
+    assert waiting is not None
+    assert remote_echo is not None
     assert [f"remote_{s.name}" for s in remote.registry.schemas()] == [
         s.name for s in local.registry.schemas()
     ]
@@ -216,9 +221,13 @@ async def test_the_crossing_keeps_each_code() -> None:
             ]
         ]
 
-    assert [None, trio_tools.INVALID_ARGS, "CUSTOM_CODE", trio_tools.DENIED, trio_tools.BLOCKED] == (
-        codes
-    )
+    assert [
+        None,
+        trio_tools.INVALID_ARGS,
+        "CUSTOM_CODE",
+        trio_tools.DENIED,
+        trio_tools.BLOCKED,
+    ] == (codes)
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -239,9 +248,7 @@ async def test_the_call_signal_cancels_the_remote_request(era: Era) -> None:
             nursery.start_soon(call)
             await remote.started.wait()
             source.cancel("user pressed stop")
-        with trio.fail_after(5):
-            while not remote.published:
-                await trio.sleep(0)
+        await remote.published.wait_for(1)
         # The connection still serves calls afterwards.
         assert "ok" == text_of(await local.call("echo", {"text": "ok"}, CancelSource().signal))
 
@@ -367,15 +374,21 @@ async def test_a_foreign_server_result_maps_field_by_field(era: Era) -> None:
         resource = await local.call("resource", {}, CancelSource().signal)
         broken_definition = local.registry.get("broken")
 
-    assert ToolResult(
-        content=(TextBlock('{"temperature": 21}'),),
-        meta={"temperature": 21, "unit": "C", "ok": True},
-    ) == structured
-    assert ToolResult(
-        content=(TextBlock("disk full"), TextBlock("retry")),
-        is_error=True,
-        error=ErrorInfo("MCPToolError", trio_tools.TOOL_FAILED, "disk full\nretry"),
-    ) == broken
+    assert (
+        ToolResult(
+            content=(TextBlock('{"temperature": 21}'),),
+            meta={"temperature": 21, "unit": "C", "ok": True},
+        )
+        == structured
+    )
+    assert (
+        ToolResult(
+            content=(TextBlock("disk full"), TextBlock("retry")),
+            is_error=True,
+            error=ErrorInfo("MCPToolError", trio_tools.TOOL_FAILED, "disk full\nretry"),
+        )
+        == broken
+    )
     assert (
         TextBlock("file text"),
         TextBlock('{"type":"audio","data":"AAAA","mimeType":"audio/wav"}'),
@@ -403,7 +416,7 @@ async def test_a_lost_connection_is_mcp_connection_lost(era: Era) -> None:
         later = await local.call("echo", {"text": "x"}, CancelSource().signal)
 
     assert [MCP_CONNECTION_LOST, MCP_CONNECTION_LOST] == [r.code for r in [*results, later]]
-    assert "MCPConnectionLostError" == later.error.name  # type: ignore[union-attr]
+    assert "MCPConnectionLostError" == later.error.name
     assert text_of(later).startswith("Error: MCP connection lost")
 
 
@@ -422,11 +435,14 @@ async def test_a_json_rpc_error_reply_is_tool_failed() -> None:
         result = await local.call("vanishing", {}, CancelSource().signal)
 
     message = 'MCP error -32602: unknown tool "vanishing"'
-    assert ToolResult(
-        content=(TextBlock(f"Error: {message}"),),
-        is_error=True,
-        error=ErrorInfo("MCPRequestError", trio_tools.TOOL_FAILED, message),
-    ) == result
+    assert (
+        ToolResult(
+            content=(TextBlock(f"Error: {message}"),),
+            is_error=True,
+            error=ErrorInfo("MCPRequestError", trio_tools.TOOL_FAILED, message),
+        )
+        == result
+    )
 
 
 async def test_arguments_that_are_not_an_object_are_invalid_args() -> None:
@@ -464,7 +480,7 @@ async def test_a_duplicate_name_mounts_nothing_and_the_registration_removes_ever
 
 async def test_mount_rejects_a_bad_timeout_before_listing() -> None:
     with pytest.raises(ValueError, match="timeout"):
-        await mount(ToolRegistry(), None, timeout=0)  # type: ignore[arg-type]
+        await mount(ToolRegistry(), None, timeout=0)
 
 
 async def test_a_mounted_timeout_is_the_tools_timeout(autojump_clock: trio.abc.Clock) -> None:
@@ -474,14 +490,13 @@ async def test_a_mounted_timeout_is_the_tools_timeout(autojump_clock: trio.abc.C
     async with open_client(remote.server(), "legacy-wire") as (client, wire):
         await mount(local.registry, client, timeout=2.5)
         result = await local.call("wait_for_stop", {}, CancelSource().signal)
-        with trio.fail_after(5):
-            while not remote.published:
-                await trio.sleep(0.01)
+        await remote.published.wait_for(1)
 
     assert trio_tools.TOOL_TIMEOUT == result.code
     assert "Error: tool call timed out after 2.5s" == text_of(result)
     assert [CancelReason("CANCELLED", REQUEST_CANCELLED)] == remote.reasons
-    assert wire is not None and 1 == len(wire.cancel_notices())
+    assert wire is not None
+    assert 1 == len(wire.cancel_notices())
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -513,9 +528,7 @@ async def test_a_batch_over_mounted_tools_stopped_mid_batch_stays_balanced(era: 
             nursery.start_soon(batch)
             await remote.started.wait()
             stop.cancel("user pressed stop")
-        with trio.fail_after(5):
-            while len(remote.published) < 2:
-                await trio.sleep(0)
+        await remote.published.wait_for(2)
 
     journal.assert_balanced()
     [outcome] = outcomes

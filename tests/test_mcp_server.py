@@ -8,7 +8,9 @@ import attrs
 import mcp.types as types
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
+from helpers_mcp import ERAS, MEMORY_ERAS, WIRE_ERAS, Era, Published, open_client, open_wire_client
 from mcp.shared.exceptions import MCPError
 
 import trio_tools
@@ -16,8 +18,6 @@ from trio_tools import AdditionalContext, CancelReason, ToolOutput, ToolResult, 
 from trio_tools._json import thaw
 from trio_tools.mcp import RESULT_META_KEY, server
 from trio_tools.mcp._server import CALLER_CANCELLED, CONNECTION_CLOSED, REQUEST_CANCELLED
-
-from helpers_mcp import ERAS, MEMORY_ERAS, WIRE_ERAS, Era, open_client, open_wire_client
 
 
 @attrs.frozen
@@ -31,7 +31,7 @@ class Served:
     """A registry with a few tools, and what its calls did, for the tests to read."""
 
     registry: trio_tools.ToolRegistry
-    published: list[tuple[str, ToolResult]] = attrs.Factory(list)
+    published: Published = attrs.Factory(Published)
     reasons: list[CancelReason] = attrs.Factory(list)
     started: trio.Event = attrs.Factory(trio.Event)
     finished: trio.Event = attrs.Factory(trio.Event)
@@ -75,7 +75,7 @@ def make_served() -> Served:
             meta={"rows": [1, 2], "big": 10**30},
         )
 
-    registry.add_observer(lambda execution, result: served.published.append((execution.name, result)))
+    registry.add_observer(served.published)
     return served
 
 
@@ -106,13 +106,13 @@ async def test_call_maps_the_published_result_and_carries_its_wire_form(era: Era
     (_, add_result), (_, rich_result), (_, invalid_result) = served.published
     assert [types.TextContent(text="5")] == added.content
     assert not added.is_error
-    assert add_result == ToolResult.from_dict(added.meta[RESULT_META_KEY])  # type: ignore[index]
+    assert add_result == ToolResult.from_dict(added.meta[RESULT_META_KEY])
     assert [
         types.TextContent(text="text"),
         types.ImageContent(data="aGk=", mime_type="image/png"),
     ] == rich.content
     assert {"rows": [1, 2], "big": 10**30} == rich.structured_content
-    assert rich_result == ToolResult.from_dict(rich.meta[RESULT_META_KEY])  # type: ignore[index]
+    assert rich_result == ToolResult.from_dict(rich.meta[RESULT_META_KEY])
     assert invalid.is_error
     assert [types.TextContent(text="Error: invalid arguments: $.a: expected int, got str")] == (
         invalid.content
@@ -133,6 +133,7 @@ async def test_unknown_tool_is_json_rpc_invalid_params(era: Era) -> None:
 
 
 async def _cancel_mid_body(client: Any, served: Served) -> None:
+    published = len(served.published)
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
 
@@ -146,8 +147,7 @@ async def _cancel_mid_body(client: Any, served: Served) -> None:
     assert scope.cancelled_caught
     with trio.fail_after(5):
         await served.finished.wait()
-        while not served.published:
-            await trio.sleep(0)
+    await served.published.wait_for(published + 1)
 
 
 @pytest.mark.parametrize("era", WIRE_ERAS)
@@ -156,7 +156,9 @@ async def test_client_cancel_mid_body_fires_the_signal_and_sends_no_response(era
     served body hears its signal with a reason saying so, the call is published ABORTED,
     and the request gets no response."""
     served = make_served()
-    async with open_wire_client(server(served.registry, name="demo"), modern=era == "modern-wire") as (
+    async with open_wire_client(
+        server(served.registry, name="demo"), modern=era == "modern-wire"
+    ) as (
         client,
         wire,
     ):
@@ -239,7 +241,9 @@ async def test_progress_goes_out_as_progress_notifications(era: Era) -> None:
         assert 4 == len(notices)
         # Every notice went out before the response.
         response_at = next(
-            i for i, m in enumerate(wire.received) if m.get("id") == wire.request_id_of("tools/call")
+            i
+            for i, m in enumerate(wire.received)
+            if m.get("id") == wire.request_id_of("tools/call")
         )
         assert all(wire.received.index(notice) < response_at for notice in notices)
 

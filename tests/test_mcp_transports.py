@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+from helpers_mcp import Published
 from hypercorn.config import Config
 from hypercorn.trio import serve
 from mcp import Client, StdioServerParameters
@@ -36,7 +37,8 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 
 async def wait_for_log(path: Path, predicate: Any) -> list[dict[str, Any]]:
     with trio.fail_after(DEADLINE):
-        while not predicate(events := read_log(path)):
+        # Another process writes the log: polling is the only way to see it.
+        while not predicate(events := read_log(path)):  # noqa: ASYNC110
             await trio.sleep(0.02)
     return events
 
@@ -50,10 +52,19 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+async def wait_until_gone(pid: int) -> None:
+    with trio.fail_after(DEADLINE):
+        # Nothing notifies this process of another's exit: poll.
+        while not process_gone(pid):  # noqa: ASYNC110
+            await trio.sleep(0.02)
+
+
 def call(
     name: str, arguments: object, cancel: trio_tools.CancelSignal, **kw: Any
 ) -> ToolExecutionInput:
-    return ToolExecutionInput(call_id=f"c-{name}", name=name, arguments=arguments, signal=cancel, **kw)
+    return ToolExecutionInput(
+        call_id=f"c-{name}", name=name, arguments=arguments, signal=cancel, **kw
+    )
 
 
 @asynccontextmanager
@@ -85,21 +96,17 @@ async def test_stdio_server_serves_mounted_calls_and_hears_the_cancel(tmp_path: 
                 )
 
             nursery.start_soon(slow)
-            with trio.fail_after(DEADLINE):
-                while not progress:
-                    await trio.sleep(0.01)
+            await wait_for_log(log, lambda e: any("started" in x for x in e))
             source.cancel("stop")
         events = await wait_for_log(log, lambda e: any(x.get("code") == "ABORTED" for x in e))
     [pid] = [e["pid"] for e in events if "pid" in e]
 
-    assert '{"n":100000000000000000000}' == echoed.content[0].text  # type: ignore[union-attr]
+    assert '{"n":100000000000000000000}' == echoed.content[0].text
     assert [{"progress": 1.0, "message": "started"}] == progress
     assert [trio_tools.TOOL_ABORTED] == [r.code for r in results]
     assert {"reason": REQUEST_CANCELLED} in events
     assert {"published": "wait_for_stop", "code": "ABORTED"} in events
-    with trio.fail_after(DEADLINE):
-        while not process_gone(pid):
-            await trio.sleep(0.02)
+    await wait_until_gone(pid)
 
 
 @pytest.mark.slow
@@ -112,7 +119,9 @@ async def test_stdio_server_killed_mid_call_is_mcp_connection_lost(tmp_path: Pat
         async with trio.open_nursery() as nursery:
 
             async def slow() -> None:
-                results.append(await local.execute(call("wait_for_stop", {}, CancelSource().signal)))
+                results.append(
+                    await local.execute(call("wait_for_stop", {}, CancelSource().signal))
+                )
 
             nursery.start_soon(slow)
             # The body is running in the server when the process dies.
@@ -121,9 +130,7 @@ async def test_stdio_server_killed_mid_call_is_mcp_connection_lost(tmp_path: Pat
             os.kill(pid, signal.SIGKILL)
 
     assert [MCP_CONNECTION_LOST] == [r.code for r in results]
-    with trio.fail_after(DEADLINE):
-        while not process_gone(pid):
-            await trio.sleep(0.02)
+    await wait_until_gone(pid)
 
 
 @asynccontextmanager
@@ -138,14 +145,17 @@ async def http_server(app: Any) -> AsyncIterator[str]:
     async with trio.open_nursery() as nursery:
         try:
             binds: list[str] = await nursery.start(
-                lambda task_status: serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)  # type: ignore[arg-type]
+                lambda task_status: serve(
+                    app, config, shutdown_trigger=stop.wait, task_status=task_status
+                )
             )
             yield binds[0]
         finally:
             stop.set()
             with trio.move_on_after(DEADLINE) as cleanup:
                 cleanup.shield = True  # the server must be stopped even when we are cancelled
-                while nursery.child_tasks:
+                # Hypercorn's shutdown has no event to wait on but its tasks ending.
+                while nursery.child_tasks:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
 
@@ -161,7 +171,7 @@ _HTTPX_GENERATORS = "ignore:Async generator 'http(x|core)2[.]:ResourceWarning"
 async def test_streamable_http_under_hypercorn_trio(mode: str) -> None:
     remote = trio_tools.ToolRegistry()
     reasons: list[CancelReason] = []
-    published: list[tuple[str, str | None]] = []
+    published = Published()
     started = trio.Event()
 
     @remote.tool(concurrency_safe=True)
@@ -175,31 +185,30 @@ async def test_streamable_http_under_hypercorn_trio(mode: str) -> None:
         await trio.sleep_forever()
         raise AssertionError("unreachable")
 
-    remote.add_observer(lambda e, r: published.append((e.name, r.code)))
+    remote.add_observer(published)
     app = server(remote, name="http-test").streamable_http_app()
     local = trio_tools.ToolRegistry()
     source = CancelSource()
     results: list[ToolResult] = []
-    async with http_server(app) as url:
-        async with Client(f"{url}/mcp", mode=mode) as client:
-            await mount(local, client)
-            echoed = await local.execute(call("echo", {"a": [1, 2]}, CancelSource().signal))
-            async with trio.open_nursery() as nursery:
+    async with http_server(app) as url, Client(f"{url}/mcp", mode=mode) as client:
+        await mount(local, client)
+        echoed = await local.execute(call("echo", {"a": [1, 2]}, CancelSource().signal))
+        async with trio.open_nursery() as nursery:
 
-                async def slow() -> None:
-                    results.append(await local.execute(call("wait_for_stop", {}, source.signal)))
+            async def slow() -> None:
+                results.append(await local.execute(call("wait_for_stop", {}, source.signal)))
 
-                nursery.start_soon(slow)
-                with trio.fail_after(DEADLINE):
-                    await started.wait()
-                source.cancel("stop")
+            nursery.start_soon(slow)
             with trio.fail_after(DEADLINE):
-                while len(published) < 2:
-                    await trio.sleep(0.01)
+                await started.wait()
+            source.cancel("stop")
+        await published.wait_for(2)
 
-    assert '{"a":[1,2]}' == echoed.content[0].text  # type: ignore[union-attr]
+    assert '{"a":[1,2]}' == echoed.content[0].text
     assert [trio_tools.TOOL_ABORTED] == [r.code for r in results]
-    assert [("echo", None), ("wait_for_stop", trio_tools.TOOL_ABORTED)] == published
+    assert [("echo", None), ("wait_for_stop", trio_tools.TOOL_ABORTED)] == [
+        (name, result.code) for name, result in published
+    ]
     # 2025 era: the notice; 2026 era over HTTP: the client closes the request's stream.
     expected = REQUEST_CANCELLED if mode == "legacy" else CONNECTION_CLOSED
     assert [CancelReason("CANCELLED", expected)] == reasons

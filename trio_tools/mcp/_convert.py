@@ -58,14 +58,17 @@ def mcp_tool(definition: ToolDefinition[Any]) -> types.Tool:
     annotations = (
         types.ToolAnnotations(read_only_hint=True) if definition.concurrency_safe is True else None
     )
-    schema = thaw(definition.parameters)
-    assert isinstance(schema, dict)
+    schema = cast("dict[str, Any]", thaw(definition.parameters))
     return types.Tool(
         name=definition.name,
         description=definition.description or None,
         input_schema=schema,
         annotations=annotations,
     )
+
+
+def _is_object(value: object) -> bool:
+    return isinstance(value, Mapping)
 
 
 def _mcp_block(block: ContentBlock) -> types.TextContent | types.ImageContent:
@@ -82,10 +85,10 @@ def call_tool_result(result: ToolResult) -> types.CallToolResult:
     ``meta`` that is a JSON object becomes ``structuredContent``, and the whole result's
     wire form goes in ``_meta`` under :data:`RESULT_META_KEY`, for a trio_tools client.
     """
-    meta = result.meta
+    meta: object = result.meta
     return types.CallToolResult(
         content=[_mcp_block(block) for block in result.content],
-        structured_content=thaw(meta) if isinstance(meta, Mapping) else None,
+        structured_content=thaw(meta) if _is_object(meta) else None,
         is_error=result.is_error,
         _meta={RESULT_META_KEY: result.to_dict()},
     )
@@ -164,6 +167,17 @@ def _number(value: object) -> float | None:
     return None
 
 
+def _mapped_progress(progress: object) -> tuple[float, float | None, str | None] | None:
+    if not _is_object(progress):
+        return None
+    fields = cast("Mapping[str, object]", progress)
+    value = _number(fields.get("progress"))
+    if value is None:
+        return None
+    message = fields.get("message")
+    return value, _number(fields.get("total")), message if type(message) is str else None
+
+
 def progress_to_mcp(progress: object, count: int) -> tuple[float, float | None, str | None]:
     """``(progress, total, message)`` of a ``notifications/progress`` for a body's report.
 
@@ -176,12 +190,9 @@ def progress_to_mcp(progress: object, count: int) -> tuple[float, float | None, 
     number = _number(progress)
     if number is not None:
         return number, None, None
-    if isinstance(progress, Mapping):
-        fields = cast("Mapping[str, object]", progress)
-        value = _number(fields.get("progress"))
-        if value is not None:
-            message = fields.get("message")
-            return value, _number(fields.get("total")), message if type(message) is str else None
+    mapped = _mapped_progress(progress)
+    if mapped is not None:
+        return mapped
     if type(progress) is str:
         return float(count), None, progress
     try:
@@ -202,4 +213,3 @@ def progress_from_mcp(progress: float, total: float | None, message: str | None)
     if message is not None:
         fields["message"] = message
     return FrozenDict(fields)
-

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
@@ -56,7 +56,8 @@ async def mount(
     client: Client | ClientSession,
     *,
     prefix: str = "",
-    timeout: float | None = None,
+    # The mounted tools' own timeout (the registry enforces it per call), not this call's.
+    timeout: float | None = None,  # noqa: ASYNC109
 ) -> Registration:
     """Register one tool per tool of the MCP server behind ``client``; return the undo.
 
@@ -156,8 +157,7 @@ def _remote_call(
     async def call_remote_tool(arguments: object, ctx: ToolRunContext) -> object:
         if not isinstance(arguments, Mapping):
             raise ToolArgsError(f"invalid arguments: expected a JSON object, got {arguments!r}")
-        plain = thaw(arguments)
-        assert isinstance(plain, dict)
+        plain = cast("dict[str, Any]", thaw(cast(object, arguments)))
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             ctx.report_progress(progress_from_mcp(progress, total, message))

@@ -157,6 +157,7 @@ async def _serve_call(
     progress = _Progress(ctx, source.signal)
     call = _execution_input(ctx, params, source.signal, progress.report)
     watch = trio.CancelScope()
+    outcome: list[ToolResult] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_when_request_ends, ctx, source, watch)
         # Shielded: the request's end must reach the call as its signal, with a reason,
@@ -165,13 +166,14 @@ async def _serve_call(
             async with trio.open_nursery() as forwarding:
                 progress.nursery = forwarding
                 try:
-                    result = await registry.execute(call)
+                    outcome.append(await registry.execute(call))
                 finally:
                     progress.close()
         watch.cancel()
     # The request ended while the call ran: its cancellation comes back here, so the SDK
     # writes no response for it.
     await trio.lowlevel.checkpoint_if_cancelled()
+    [result] = outcome
     return result
 
 
