@@ -121,7 +121,7 @@ def test_a_served_result_maps_to_a_call_tool_result_with_its_wire_form() -> None
         meta=FrozenDict({"k": (1, 2)}),
         halt=Halt("h"),
     )
-    reply = call_tool_result(result)
+    reply = types.CallToolResult.model_validate(call_tool_result(result))
 
     assert [
         types.TextContent(text="a"),
@@ -134,7 +134,9 @@ def test_a_served_result_maps_to_a_call_tool_result_with_its_wire_form() -> None
 
 
 def test_a_meta_that_is_not_an_object_is_not_structured_content() -> None:
-    reply = call_tool_result(ToolResult(content=(), meta=(1, 2)))
+    reply = types.CallToolResult.model_validate(
+        call_tool_result(ToolResult(content=(), meta=(1, 2)))
+    )
     assert reply.structured_content is None
     assert (1, 2) == tool_result(reply).meta
 
@@ -178,3 +180,16 @@ def test_progress_from_mcp_reads_back_unchanged() -> None:
     for notice in [(1.0, None, None), (1.0, 2.0, None), (1.0, None, "m"), (0.5, 4.0, "half")]:
         assert notice == progress_to_mcp(progress_from_mcp(*notice), 99)
     assert {"progress": 0.5, "total": 4.0} == progress_from_mcp(0.5, 4.0, None)
+
+
+def test_the_mcp_benchmark_runs_both_goals() -> None:
+    """A smoke run of ``benchmarks/bench_mcp.py``: never a timing assertion."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_mcp.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    assert {"M1", "M2"} == set(re.findall(r"^(M[12]) \d+\.\d\dx ", done.stdout, re.M)), done.stdout

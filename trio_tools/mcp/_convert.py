@@ -71,27 +71,33 @@ def _is_object(value: object) -> bool:
     return isinstance(value, Mapping)
 
 
-def _mcp_block(block: ContentBlock) -> types.TextContent | types.ImageContent:
+def _wire_block(block: ContentBlock) -> dict[str, str]:
     if type(block) is TextBlock:
-        return types.TextContent(text=block.text)
+        return {"type": "text", "text": block.text}
     assert type(block) is ImageBlock
-    return types.ImageContent(data=block.data, mime_type=block.media_type)
+    return {"type": "image", "data": block.data, "mimeType": block.media_type}
 
 
-def call_tool_result(result: ToolResult) -> types.CallToolResult:
-    """The ``CallToolResult`` of a published result.
+def call_tool_result(result: ToolResult) -> dict[str, Any]:
+    """The ``CallToolResult`` of a published result, in its wire (JSON) form.
 
     Text and image blocks become MCP content, ``isError`` is ``result.is_error``, a
     ``meta`` that is a JSON object becomes ``structuredContent``, and the whole result's
     wire form goes in ``_meta`` under :data:`RESULT_META_KEY`, for a trio_tools client.
+    A plain dict rather than the SDK's model: the SDK validates the result against the
+    connection's protocol version either way, and building the model first would only
+    add to every call.
     """
+    reply: dict[str, Any] = {
+        "content": [_wire_block(block) for block in result.content],
+        "isError": result.is_error,
+        "resultType": "complete",
+        "_meta": {RESULT_META_KEY: result.to_dict()},
+    }
     meta: object = result.meta
-    return types.CallToolResult(
-        content=[_mcp_block(block) for block in result.content],
-        structured_content=thaw(meta) if _is_object(meta) else None,
-        is_error=result.is_error,
-        _meta={RESULT_META_KEY: result.to_dict()},
-    )
+    if _is_object(meta):
+        reply["structuredContent"] = thaw(meta)
+    return reply
 
 
 def _block(block: types.ContentBlock) -> ContentBlock:

@@ -26,7 +26,7 @@ from .._execution import ToolExecutionInput
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signal import CancelSignal, CancelSource
-from .._util import logger
+from .._util import leaf_exceptions, logger
 from ._convert import call_tool_result, mcp_tool, progress_to_mcp
 
 __all__ = ["serve_stdio", "server"]
@@ -64,12 +64,13 @@ def server(registry: ToolRegistry, *, name: str, version: str | None = None) -> 
     memory, or its ``streamable_http_app()`` under an ASGI server running on Trio.
     """
     served = _ServedTools(registry)
-    return Server(
-        name,
-        version=version if version is not None else "",
-        on_list_tools=served.list_tools,
-        on_call_tool=served.call_tool,
+    mcp_server: Server[Any] = Server(
+        name, version=version if version is not None else "", on_list_tools=served.list_tools
     )
+    # Registered by method rather than as ``on_call_tool``: the handler answers with the
+    # result's wire form as a dict (see ``call_tool_result``), which the SDK validates.
+    mcp_server.add_request_handler("tools/call", types.CallToolRequestParams, served.call_tool)
+    return mcp_server
 
 
 async def serve_stdio(registry: ToolRegistry, *, name: str, version: str | None = None) -> None:
@@ -105,7 +106,7 @@ class _ServedTools:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         if self._registry.get(params.name) is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f'unknown tool "{params.name}"')
         return call_tool_result(await _serve_call(self._registry, ctx, params))
@@ -156,20 +157,28 @@ async def _serve_call(
     source = CancelSource()
     progress = _Progress(ctx, source.signal)
     call = _execution_input(ctx, params, source.signal, progress.report)
-    watch = trio.CancelScope()
+    watch = _RequestWatch(ctx, source)
     outcome: list[ToolResult] = []
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_cancel_when_request_ends, ctx, source, watch)
-        # Shielded: the request's end must reach the call as its signal, with a reason,
-        # not as an anonymous Cancelled, so the call is awaited and published as ABORTED.
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as forwarding:
-                progress.nursery = forwarding
+    try:
+        async with trio.open_nursery() as nursery:
+            progress.nursery = nursery
+            nursery.start_soon(watch.run)
+            # Shielded: the request's end must reach the call as its signal, with a
+            # reason, not as an anonymous Cancelled, so the call is awaited to quiescence
+            # and published as ABORTED.
+            with trio.CancelScope(shield=True):
                 try:
                     outcome.append(await registry.execute(call))
                 finally:
                     progress.close()
-        watch.cancel()
+                    watch.stop()
+    except BaseExceptionGroup as group:
+        # The tasks raise nothing of their own, so this is the request's cancellation
+        # meeting the nursery's exit: give it to the SDK bare, as it expects.
+        leaves = leaf_exceptions(group)
+        if not all(isinstance(leaf, trio.Cancelled) for leaf in leaves):
+            raise
+        raise leaves[0] from None
     # The request ended while the call ran: its cancellation comes back here, so the SDK
     # writes no response for it.
     await trio.lowlevel.checkpoint_if_cancelled()
@@ -177,20 +186,47 @@ async def _serve_call(
     return result
 
 
-async def _cancel_when_request_ends(
-    ctx: ServerRequestContext[Any], source: CancelSource, watch: trio.CancelScope
-) -> None:
-    """Fire ``source`` when the SDK cancels the request's handler; stop when ``watch`` is."""
-    with watch:
+class _RequestWatch:
+    """Fires a call's source the moment the SDK cancels the request's handler.
+
+    A task parked in ``wait_task_rescheduled``: Trio calls its abort function
+    synchronously when an enclosing scope is cancelled, which is exactly when the call
+    must hear it.  ``stop()`` wakes it without an exception once the call is done.
+    """
+
+    __slots__ = ("_ctx", "_done", "_source", "_task")
+
+    def __init__(self, ctx: ServerRequestContext[Any], source: CancelSource) -> None:
+        self._ctx = ctx
+        self._source = source
+        self._task: trio.lowlevel.Task | None = None
+        self._done = False
+
+    async def run(self) -> None:
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        self._task = trio.lowlevel.current_task()
         try:
-            await trio.sleep_forever()
+            await trio.lowlevel.wait_task_rescheduled(self._abort)
         except trio.Cancelled:
-            if not watch.cancel_called:
-                source.cancel(_request_end_reason(ctx))
             # Not re-raised: a cancelled enclosing scope stays cancelled, so the handler's
             # task meets the same cancellation at its next checkpoint, right after the
-            # call, and raises it bare (from this task it would reach the SDK wrapped in
-            # an exception group).
+            # call, and raises it bare (from here it would reach the SDK wrapped in an
+            # exception group).
+            pass
+
+    def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        self._task = None
+        if not self._done:
+            self._source.cancel(_request_end_reason(self._ctx))
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def stop(self) -> None:
+        self._done = True
+        task, self._task = self._task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
 
 
 class _Progress:
@@ -222,9 +258,10 @@ class _Progress:
             self._send.close()
 
     async def _forward(self, receive: trio.MemoryReceiveChannel[object]) -> None:
-        # Bound to the call's signal: once the request ended, nothing more may be sent
-        # for it.
-        with self._signal.open_scope():
+        # Shielded like the call, so it drains what the call reported before the response
+        # goes out; bound to the call's signal instead: once the request ended, nothing
+        # more may be sent for it.
+        with trio.CancelScope(shield=True), self._signal.open_scope():
             async with receive:
                 async for progress in receive:
                     self._count += 1
