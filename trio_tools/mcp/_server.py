@@ -26,7 +26,7 @@ from .._execution import ToolExecutionInput
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signal import CancelSignal, CancelSource
-from .._util import leaf_exceptions, logger
+from .._util import logger
 from ._convert import call_tool_result, mcp_tool, progress_to_mcp
 
 __all__ = ["serve_stdio", "server"]
@@ -159,26 +159,18 @@ async def _serve_call(
     call = _execution_input(ctx, params, source.signal, progress.report)
     watch = _RequestWatch(ctx, source)
     outcome: list[ToolResult] = []
-    try:
-        async with trio.open_nursery() as nursery:
-            progress.nursery = nursery
-            nursery.start_soon(watch.run)
-            # Shielded: the request's end must reach the call as its signal, with a
-            # reason, not as an anonymous Cancelled, so the call is awaited to quiescence
-            # and published as ABORTED.
-            with trio.CancelScope(shield=True):
-                try:
-                    outcome.append(await registry.execute(call))
-                finally:
-                    progress.close()
-                    watch.stop()
-    except BaseExceptionGroup as group:
-        # The tasks raise nothing of their own, so this is the request's cancellation
-        # meeting the nursery's exit: give it to the SDK bare, as it expects.
-        leaves = leaf_exceptions(group)
-        if not all(isinstance(leaf, trio.Cancelled) for leaf in leaves):
-            raise
-        raise leaves[0] from None
+    async with trio.open_nursery() as nursery:
+        progress.nursery = nursery
+        nursery.start_soon(watch.run)
+        # Shielded: the request's end must reach the call as its signal, with a reason,
+        # not as an anonymous Cancelled, so the call is awaited to quiescence and
+        # published as ABORTED.
+        with trio.CancelScope(shield=True):
+            try:
+                outcome.append(await registry.execute(call))
+            finally:
+                progress.close()
+                watch.stop()
     # The request ended while the call ran: its cancellation comes back here, so the SDK
     # writes no response for it.
     await trio.lowlevel.checkpoint_if_cancelled()
@@ -189,9 +181,11 @@ async def _serve_call(
 class _RequestWatch:
     """Fires a call's source the moment the SDK cancels the request's handler.
 
-    A task parked in ``wait_task_rescheduled``: Trio calls its abort function
-    synchronously when an enclosing scope is cancelled, which is exactly when the call
-    must hear it.  ``stop()`` wakes it without an exception once the call is done.
+    A task parked in ``wait_task_rescheduled`` inside the handler's scopes: Trio calls its
+    abort function synchronously when an enclosing scope is cancelled, which is exactly
+    when the call must hear it.  The abort is refused, so the task stays parked, raising
+    nothing, until ``stop()`` wakes it once the call is done; the handler's own task then
+    meets the request's cancellation at its next checkpoint.
     """
 
     __slots__ = ("_ctx", "_done", "_source", "_task")
@@ -203,24 +197,15 @@ class _RequestWatch:
         self._done = False
 
     async def run(self) -> None:
-        if self._done:
-            await trio.lowlevel.checkpoint()
+        if self._done:  # the call finished before this task first ran
             return
         self._task = trio.lowlevel.current_task()
-        try:
-            await trio.lowlevel.wait_task_rescheduled(self._abort)
-        except trio.Cancelled:
-            # Not re-raised: a cancelled enclosing scope stays cancelled, so the handler's
-            # task meets the same cancellation at its next checkpoint, right after the
-            # call, and raises it bare (from here it would reach the SDK wrapped in an
-            # exception group).
-            pass
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
 
     def _abort(self, raise_cancel: Any) -> trio.lowlevel.Abort:
-        self._task = None
         if not self._done:
             self._source.cancel(_request_end_reason(self._ctx))
-        return trio.lowlevel.Abort.SUCCEEDED
+        return trio.lowlevel.Abort.FAILED
 
     def stop(self) -> None:
         self._done = True
