@@ -1,14 +1,18 @@
-"""Blocking code in a worker thread and a child process, both stopped by the caller's signal.
+"""Blocking code in a worker thread and a shell command, both stopped by the caller's signal.
 
-The registry runs every tool body inside a cancel scope bound to the call's signal, and Trio
-carries that cancellation across the two boundaries a tool body most often crosses:
+The registry runs every tool body inside a cancel scope bound to the call's signal, and that
+cancellation crosses the two boundaries a tool body most often crosses:
 
 * ``trio.to_thread.run_sync``: Python cannot interrupt a thread, so the thread polls
   ``trio.from_thread.check_cancelled()`` between steps; it raises ``trio.Cancelled`` in the
   thread once the call is cancelled.  Trio *waits* for the thread to return (we never pass
   ``abandon_on_cancel=True``), so when the call's result arrives the thread has exited.
-* ``trio.run_process``: on cancellation Trio terminates the child (SIGTERM, then SIGKILL
-  after five seconds) and waits for it to exit, so the result arrives with a return code.
+* ``trio_tools.run_command``: a shell command is a process *tree* (here ``bash`` runs ``sh``,
+  which runs ``sleep``).  ``trio.run_process`` would terminate only ``bash`` and leave
+  ``sleep`` running; ``run_command`` starts the command in its own process group, and on
+  cancellation sends SIGTERM to the whole group (SIGKILL after a grace period) and waits
+  until none of it is running.  With ``ctx``, what the command printed so far is attached to
+  the ``ABORTED`` result as an additional context, for the model to see.
 
 Either way the registry awaits the body to quiescence: a result of ``ABORTED`` means "the
 body started, side effects were possible, and nothing it started is still running".
@@ -22,8 +26,7 @@ Run it with ``.venv/bin/python examples/threads_and_processes.py``.
 
 from __future__ import annotations
 
-import signal
-import sys
+import os
 import threading
 import time
 
@@ -38,7 +41,7 @@ registry = trio_tools.ToolRegistry()
 
 # What each tool left behind, checked after its call returned.
 thread_exited = threading.Event()
-processes: list[trio.Process] = []
+SCRIPT = 'echo "[child] group $$ started"; sh -c "sleep 60; true"; echo never printed'
 
 
 def crunch(ctx: trio_tools.ToolRunContext) -> int:
@@ -67,12 +70,26 @@ async def crunch_numbers(args: object, ctx: trio_tools.ToolRunContext) -> str:
 
 @registry.tool
 async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
-    """Run a child process; cancellation terminates it and waits for it to exit."""
-    code = "import time; print('  [child] started', flush=True); time.sleep(60)"
-    async with trio.open_nursery() as nursery:
-        process: trio.Process = await nursery.start(trio.run_process, [sys.executable, "-c", code])
-        processes.append(process)
-    return "script finished"
+    """Run a shell script; cancellation stops its whole process tree and waits for it."""
+    result = await trio_tools.run_command(["bash", "-c", SCRIPT], ctx=ctx, grace_period=2.0)
+    return f"script exited with {result.returncode}"
+
+
+def running_in_group(contexts: tuple[trio_tools.AdditionalContext, ...]) -> str:
+    """How many processes of the script's group still run (Linux's /proc tells us)."""
+    words = " ".join(context.text for context in contexts).split()
+    if "group" not in words or not os.path.isdir("/proc"):
+        return "unknown"
+    pgid = words[words.index("group") + 1]
+    running = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as file:
+                fields = file.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # exited while we looked
+        running += fields[2] == pgid and fields[0] not in ("Z", "X")  # zombies are not running
+    return str(running)
 
 
 def on_progress(progress: object) -> None:
@@ -106,10 +123,10 @@ def report(results: dict[str, trio_tools.ToolResult], started: float) -> None:
         text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
         print(f"    {name:<15} {result.code}  {text}")
     print(f"  thread exited before the result: {thread_exited.is_set()}")
-    returncode = processes[-1].returncode
-    assert returncode is not None  # run_process waited for the child
-    how = f" ({signal.Signals(-returncode).name})" if returncode < 0 else ""
-    print(f"  child process waited for: returncode={returncode}{how}")
+    contexts = results["run_script"].additional_contexts
+    for context in contexts:
+        print(f"  [{context.source}] " + context.text.replace("\n", "\n  " + " " * 15))
+    print(f"  processes of the script's group still running: {running_in_group(contexts)}")
 
 
 async def press_stop_later(source: trio_tools.CancelSource) -> None:

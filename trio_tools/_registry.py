@@ -39,6 +39,7 @@ from ._execution import (
     ToolRunContext,
     _Run,
 )
+from ._instrument import Instrument, Instruments, check_instrument
 from ._json import NotJSONError, freeze, to_compact_json
 from ._results import (
     BLOCKED,
@@ -111,6 +112,7 @@ Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
 """``async approver(request) -> "granted" | "rejected" | "cancelled"``."""
 
 _ALLOW = Allow()
+_NOT_STARTED = object()  # the instruments' state until they have started
 _ACCEPT = Accept()
 
 
@@ -182,7 +184,7 @@ class _Stages:
     (un)registering during a call affects later calls only, and entry costs one load.
     """
 
-    __slots__ = ("approver", "around", "guards", "observers", "post", "pre")
+    __slots__ = ("approver", "around", "guards", "instruments", "observers", "post", "pre")
 
     def __init__(
         self,
@@ -192,6 +194,7 @@ class _Stages:
         around: tuple[AroundWrapper, ...],
         post: tuple[PostExecuteHook, ...],
         observers: tuple[ResultObserver, ...],
+        instruments: Instruments | None = None,
     ) -> None:
         self.pre = pre
         self.guards = guards
@@ -199,6 +202,7 @@ class _Stages:
         self.around = around
         self.post = post
         self.observers = observers
+        self.instruments = instruments
 
 
 class _Stage:
@@ -218,6 +222,10 @@ class _Stage:
     def add(self, fn: object) -> Registration:
         if not callable(fn):
             raise TypeError(f"{self.name} must be callable, got {fn!r}")
+        return self.add_checked(fn)
+
+    def add_checked(self, fn: object) -> Registration:
+        """:meth:`add` without the ``callable`` check (instruments are objects)."""
         key = object()
         self._set((*self._entries, (key, fn)))
 
@@ -335,6 +343,7 @@ class ToolRegistry:
         self._post = _Stage("a post-execute hook", self._snapshot)
         self._observers = _Stage("a result observer", self._snapshot)
         self._guards = _Stage("a guard", self._snapshot)
+        self._instruments = _Stage("an instrument", self._snapshot)
         self._approver: Approver | None = None
         self._stages = _Stages((), (), None, (), (), ())
 
@@ -346,6 +355,7 @@ class ToolRegistry:
             self._around.fns,
             self._post.fns,
             self._observers.fns,
+            Instruments(self._instruments.fns) if self._instruments.fns else None,
         )
 
     def __repr__(self) -> str:
@@ -481,6 +491,17 @@ class ToolRegistry:
         """Add a synchronous ``guard(exec) -> reason | None``; runs after an ``Allow``."""
         return self._guards.add(guard)
 
+    def add_instrument(self, instrument: Instrument) -> Registration:
+        """Add an :class:`Instrument`: ``call_started(exec)`` and ``call_finished(exec,
+        result)`` for every call, including those that end before any stage runs and the
+        batch scheduler's synthetic results.
+
+        Raises:
+            TypeError: ``instrument`` lacks a callable ``call_started`` or ``call_finished``.
+        """
+        check_instrument(instrument)
+        return self._instruments.add_checked(instrument)
+
     def set_approver(self, approver: Approver | None) -> Registration:
         """Replace the approver (``None`` removes it); the registration restores nothing but
         removes this approver if it is still the current one."""
@@ -522,7 +543,13 @@ class ToolRegistry:
         # 1. Entry (synchronous): token, fields read once, definition, materialisation.
         run, finalize = self._enter(input)
         stages: _Stages = run.stages
+        instruments = stages.instruments
+        view: ToolExecution | None = None  # set when the call has instruments
+        started: object = _NOT_STARTED
         try:
+            if instruments is not None:
+                view = run.execution()
+                started = instruments.start(view)
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
@@ -575,15 +602,32 @@ class ToolRegistry:
             fallback = self._finish(run, fallback, finalize)
             if hooks is not None:
                 hooks.published(fallback)
+            if view is not None and started is not _NOT_STARTED:
+                assert instruments is not None  # the view is made only for instruments
+                instruments.finish(started, view, fallback)
             if stages.observers:
                 await self._publish(run, fallback)
+            run._execution = None  # see below
             raise
         # Publish the same object that is returned.
         if hooks is not None:
             hooks.published(result)
+        if view is not None:
+            assert instruments is not None  # the view is made only for instruments
+            instruments.finish(started, view, result)
         if stages.observers:
             await self._publish(run, result)
+        # The call is over: drop the run's view, which refers back to the run, so that
+        # reference counting frees the call's objects now rather than the cyclic GC later.
+        run._execution = None
         return result
+
+    def _report_synthetic(self, input: ToolExecutionInput, result: ToolResult) -> None:
+        """Give the instruments a result the batch scheduler made for a call it never
+        started, with the view the call would have had."""
+        instruments = self._stages.instruments
+        if instruments is not None:
+            instruments.report(self._enter(input)[0].execution(), result)
 
     def _enter(self, input: ToolExecutionInput) -> tuple[_Run, FinalizeContent | None]:
         """Entry: read each field once, resolve the definition, materialise the arguments.

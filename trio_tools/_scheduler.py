@@ -536,7 +536,7 @@ class _Batch:
                 else:
                     if self.recorded <= index:
                         await self._record_call(index)
-                    result = _SYNTHETIC
+                    result = self._synthetic(index)
                 self.results[index] = result
                 await self._record_result(index, result)
                 self.committed = index + 1
@@ -574,7 +574,7 @@ class _Batch:
             elif self.recorded == index:
                 await self._record_call(index)
             else:
-                self.results[index] = _SYNTHETIC
+                self.results[index] = self._synthetic(index)
                 self.next = index + 1
         elif self.next == len(self.calls) or not await self._try_start(nursery):
             await self._wait_changed()
@@ -618,6 +618,16 @@ class _Batch:
             self._run_call, index, input, parallel, name=f"tool call {input.call_id!r}"
         )
         return True
+
+    def _synthetic(self, index: int) -> ToolResult:
+        """The synthetic result of a call the batch never starts.
+
+        It does not pass through the registry's pipeline, but the registry's instruments
+        hear of it (with the view the call would have had), so a trace shows every call.
+        """
+        if self.registry._stages.instruments is not None:
+            self.registry._report_synthetic(self._input(index), _SYNTHETIC)
+        return _SYNTHETIC
 
     def _input(self, index: int) -> ToolExecutionInput:
         input = self.inputs[index]
