@@ -269,24 +269,28 @@ async def test_the_call_signal_cancels_the_remote_request(era: Era) -> None:
 async def test_remote_progress_reaches_report_progress(era: Era) -> None:
     remote = make_remote()
     local = Local()
+    async with open_client(remote.server(), era) as (client, _):
+        await mount(local.registry, client)
+        await call_report(remote, local, "report")
+
+
+async def call_report(remote: Remote, local: Local, name: str) -> None:
+    """Call the remote ``report`` tool as ``name``; check the progress it reports locally."""
 
     def on_progress(progress: object) -> None:
         local.progress.append(progress)
         if len(local.progress) == 2:
             remote.release.set()
 
-    async with open_client(remote.server(), era) as (client, _):
-        await mount(local.registry, client)
-        result = await local.registry.execute(
-            ToolExecutionInput(
-                call_id="p",
-                name="report",
-                arguments={},
-                signal=CancelSource().signal,
-                on_progress=on_progress,
-            )
+    result = await local.registry.execute(
+        ToolExecutionInput(
+            call_id="p",
+            name=name,
+            arguments={},
+            signal=CancelSource().signal,
+            on_progress=on_progress,
         )
-
+    )
     assert "reported" == text_of(result)
     assert [{"progress": 0.5}, {"progress": 3.0, "total": 4.0, "message": "nearly"}] == (
         local.progress
@@ -298,30 +302,11 @@ async def test_progress_crosses_two_hops_unchanged() -> None:
     remote = make_remote()
     middle = ToolRegistry()
     local = Local()
-
-    def on_progress(progress: object) -> None:
-        local.progress.append(progress)
-        if len(local.progress) == 2:
-            remote.release.set()
-
     async with open_client(remote.server(), "legacy-wire") as (client, _):
         await mount(middle, client)
         async with open_client(server(middle, name="middle"), "modern-wire") as (outer, _):
             await mount(local.registry, outer, prefix="m_")
-            result = await local.registry.execute(
-                ToolExecutionInput(
-                    call_id="p",
-                    name="m_report",
-                    arguments={},
-                    signal=CancelSource().signal,
-                    on_progress=on_progress,
-                )
-            )
-
-    assert "reported" == text_of(result)
-    assert [{"progress": 0.5}, {"progress": 3.0, "total": 4.0, "message": "nearly"}] == (
-        local.progress
-    )
+            await call_report(remote, local, "m_report")
 
 
 def foreign_server() -> Server[Any]:
