@@ -6,11 +6,9 @@ results.  The registry calls each instrument at entry and once the call's result
 for every call; the scheduler reports its synthetic results the same way.
 """
 
-# run-time validation of values from untyped callers:
-# pyright: reportUnnecessaryIsInstance=false
-
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal, Protocol, cast
 
@@ -101,60 +99,67 @@ def _finish(
 class Instruments:
     """The registry's instruments, as each call captures them at entry.
 
-    :meth:`start` returns the call's state for :meth:`finish`.  With one instrument (the
-    usual case) that is its :data:`_Entry`, with no list to allocate and no helper call:
-    the hot path of an instrumented call is two method calls.
+    The registry drives them in steps, so that one instrument (the usual case) costs two
+    plain method calls: ``state = start(view)`` (``start_failed()`` in the ``except`` block
+    if it raised), ``enter(state)`` when that is not ``None``, and at the end
+    ``finished(view, result)`` when the state is ``None`` (``finish_failed()`` if it raised)
+    or else ``finish(state, view, result)``, which handles every state.  The state is the
+    one instrument's :data:`_Entry`, or with several a list of them (never ``None``).
     """
 
-    __slots__ = ("_all", "_finished", "_one", "_started")
+    __slots__ = ("_all", "_one", "finished", "start")
 
     def __init__(self, instruments: tuple[Instrument, ...]) -> None:
         self._all = instruments
         one = instruments[0] if len(instruments) == 1 else None
         self._one = one
-        # Bound once here rather than on every call.
-        self._started = None if one is None else one.call_started
-        self._finished = None if one is None else one.call_finished
+        # The instrument's own bound methods: no wrapper frame on the hot path.
+        self.start: Callable[[ToolExecution], object] = (
+            self._start_all if one is None else one.call_started
+        )
+        self.finished: Callable[[ToolExecution, ToolResult], None] = (
+            self._finish_all if one is None else one.call_finished
+        )
 
-    def start(self, execution: ToolExecution) -> object:
-        """``call_started`` of each instrument in order, entering the context managers."""
-        started = self._started
-        if started is None:
-            return [_start(instrument, execution) for instrument in self._all]
+    def start_failed(self) -> Literal[False]:
+        """Log the exception :attr:`start` raised (call it in the ``except`` block)."""
+        logger.exception("instrument %r raised in call_started", self._one)
+        return False
+
+    def enter(self, state: object) -> object:
+        """The state once :attr:`start` returned: a context manager it returned, entered."""
+        if self._one is None or state is False:
+            return state
         try:
-            manager = started(execution)
+            cast("AbstractContextManager[object]", state).__enter__()
         except Exception:
-            logger.exception("instrument %r raised in call_started", self._one)
-            return False
-        if manager is not None:
-            try:
-                manager.__enter__()
-            except Exception:
-                logger.exception("the context manager of instrument %r raised", self._one)
-                return None
-        return manager
+            logger.exception("the context manager of instrument %r raised", self._one)
+            return None
+        return state
+
+    def finish_failed(self) -> None:
+        """Log the exception :attr:`finished` raised (call it in the ``except`` block)."""
+        logger.exception("instrument %r raised in call_finished", self._one)
 
     def finish(self, state: object, execution: ToolExecution, result: ToolResult) -> None:
         """``call_finished`` of each started instrument in reverse order, each followed by
-        the exit of its context manager."""
-        finished = self._finished
-        if finished is None:
+        the exit of its context manager; for any state."""
+        one = self._one
+        if one is None:
             entries = cast("list[_Entry]", state)
             for instrument, entry in zip(reversed(self._all), reversed(entries), strict=True):
                 _finish(instrument, entry, execution, result)
-            return
-        if state is False:
-            return
-        try:
-            finished(execution, result)
-        except Exception:
-            logger.exception("instrument %r raised in call_finished", self._one)
-        if state is not None:
-            try:
-                cast("AbstractContextManager[object]", state).__exit__(None, None, None)
-            except Exception:
-                logger.exception("the context manager of instrument %r raised", self._one)
+        else:
+            _finish(one, cast(_Entry, state), execution, result)
 
     def report(self, execution: ToolExecution, result: ToolResult) -> None:
         """A call that starts and finishes at once (the batch scheduler's synthetic ones)."""
-        self.finish(self.start(execution), execution, result)
+        one = self._one
+        state = self._start_all(execution) if one is None else _start(one, execution)
+        self.finish(state, execution, result)
+
+    def _start_all(self, execution: ToolExecution) -> list[_Entry]:
+        return [_start(instrument, execution) for instrument in self._all]
+
+    def _finish_all(self, execution: ToolExecution, result: ToolResult) -> None:
+        self.finish([None for _ in self._all], execution, result)

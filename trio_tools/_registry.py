@@ -549,7 +549,12 @@ class ToolRegistry:
         try:
             if instruments is not None:
                 view = run.execution()
-                started = instruments.start(view)
+                try:
+                    started = instruments.start(view)
+                except Exception:
+                    started = instruments.start_failed()
+                if started is not None:
+                    started = instruments.enter(started)
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
@@ -614,7 +619,13 @@ class ToolRegistry:
             hooks.published(result)
         if view is not None:
             assert instruments is not None  # the view is made only for instruments
-            instruments.finish(started, view, result)
+            if started is None:  # one instrument, no context manager: the usual case
+                try:
+                    instruments.finished(view, result)
+                except Exception:
+                    instruments.finish_failed()
+            else:
+                instruments.finish(started, view, result)
         if stages.observers:
             await self._publish(run, result)
         # The call is over: drop the run's view, which refers back to the run, so that

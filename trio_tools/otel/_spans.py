@@ -169,13 +169,15 @@ class _SpanInstrument:
             return
         call.dispose()
         span = call.span
-        span.set_attribute("trio_tools.body_invoked", exec._run.body_invoked)
-        span.set_attribute("trio_tools.synthetic", result.synthetic)
+        attributes: dict[str, AttributeValue] = {
+            "trio_tools.body_invoked": exec._run.body_invoked,
+            "trio_tools.synthetic": result.synthetic,
+        }
         error = result.error
         if error is not None:
             code = error.code
-            span.set_attribute("error.type", code)
-            span.set_attribute("trio_tools.code", code)
+            attributes["error.type"] = code
+            attributes["trio_tools.code"] = code
             if code in _STOPPED and (code == TOOL_TIMEOUT or not call.cancel_recorded):
                 # Stopped by a signal the caller does not own (a timeout, a wrapper's
                 # narrowed signal): the result says why.
@@ -185,7 +187,8 @@ class _SpanInstrument:
                 )
             span.set_status(trace.StatusCode.ERROR, error.message)
         elif self._results:
-            span.set_attribute("gen_ai.tool.call.result", _result_text(result))
+            attributes["gen_ai.tool.call.result"] = _result_text(result)
+        span.set_attributes(attributes)
         span.end()
 
 
