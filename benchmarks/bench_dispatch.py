@@ -16,6 +16,7 @@ P6      memory per in-flight call over a bare sleeping Trio task            <= 4
 P7      provider conversion of a 100-call step vs running that batch        <= 0.05x
 T1      P1 with one no-op instrument (``add_instrument``), vs P1            <= 1.05x
 T2      P1 traced by ``trio_tools.otel`` (SDK, recording), added us/call    (reported)
+A1      a signature tool vs the same tool with an attrs argument class      <= 1.05x
 ======  ==================================================================  ===========
 
 Floors:
@@ -32,6 +33,9 @@ Floors:
   ``TracerProvider`` with a ``SimpleSpanProcessor`` feeding an exporter that drops the spans
   (so every span is recorded, ended and handed to the processor); it is skipped when the
   SDK is not installed.
+* A1: ``registry.execute`` of ``read(args: ReadArgs, ctx)`` (an attrs class), against the
+  signature tool ``read(path: str, max_bytes: int = 65536, *, ctx)``; both get
+  ``{"path": "notes.txt", "max_bytes": 4096}``.
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
 timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
@@ -63,6 +67,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
@@ -80,7 +85,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -436,6 +441,72 @@ async def bench_sequential(cfg: Config) -> None:
                 f"traced {us(samples.median('T2'))}/call; CPU-time ratio "
                 f"{samples.cpu_ratio('T2', 'P1'):.2f}"
             )
+
+
+# ------------------------------------------------------------------------------------------
+# A1: a signature tool against the same tool written with an attrs class
+
+
+@attrs.frozen
+class ReadArgs:
+    path: str
+    max_bytes: int = 65536
+
+
+async def read_with_class(args: ReadArgs, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+async def read_with_signature(path: str, max_bytes: int = 65536, *, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+READ_ARGUMENTS = {"path": "notes.txt", "max_bytes": 4096}
+
+
+def read_loop(registry: ToolRegistry, name: str, signal: trio_tools.CancelSignal) -> Loop:
+    execute = registry.execute
+
+    async def loop(n: int) -> None:
+        for _ in range(n):
+            await execute(
+                ToolExecutionInput(
+                    call_id="call", name=name, arguments=READ_ARGUMENTS, signal=signal
+                )
+            )
+
+    return loop
+
+
+async def bench_signature(cfg: Config) -> None:
+    registry = ToolRegistry()
+    registry.tool(read_with_class, name="class")
+    registry.tool(read_with_signature, name="signature")
+    signal = CancelSource().signal
+    for name in ("class", "signature"):
+        result = await registry.execute(
+            ToolExecutionInput(call_id="check", name=name, arguments=READ_ARGUMENTS, signal=signal)
+        )
+        if result != OK_RESULT:
+            raise AssertionError(f"benchmark tool {name!r} misbehaves: {result!r}")
+    loops: dict[str, Loop] = {
+        "class": read_loop(registry, "class", signal),
+        "signature": read_loop(registry, "signature", signal),
+    }
+    samples = await run_rounds(cfg, loops, cfg.calls, min(cfg.chunk, cfg.calls))
+    goal_line(
+        "A1",
+        "execute a signature tool vs the same tool with an attrs argument class",
+        samples.ratio("signature", "class"),
+        1.05,
+    )
+    diag(
+        f"attrs class {us(samples.median('class'))}/call ({samples.spread('class')}); "
+        f"signature {us(samples.median('signature'))}/call ({samples.spread('signature')}); "
+        f"CPU-time ratio {samples.cpu_ratio('signature', 'class'):.2f}"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -826,6 +897,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_memory, cfg)
     if "P7" in cfg.only:
         trio.run(bench_providers, cfg)
+    if "A1" in cfg.only:
+        trio.run(bench_signature, cfg)
     sys.stdout.flush()
     return 0
 

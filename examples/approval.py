@@ -1,11 +1,12 @@
 """Ask the person at the terminal before a dangerous tool runs, and let "stop" interrupt it.
 
-A pre-execute hook answers ``Ask(...)`` for the dangerous tools; the registry then calls its
-approver, here ``trio_tools.console_approver()``.  It shows the call (the tool's name and its
-arguments as JSON) and reads one answer from stdin: ``y`` grants the call, ``n`` (or Enter)
-rejects it (``DENIED``), ``a`` grants it and every later call of the same tool without asking
-again, and end of input answers ``"cancelled"`` (also ``DENIED``: nobody cancelled the call,
-the approval just could not happen).
+The dangerous tools are defined with ``requires_approval=True``, so the registry asks its
+approver before their bodies run (the end of the pre-execute chain answers ``Ask()``
+instead of ``Allow()``); here the approver is ``trio_tools.console_approver()``.  It shows
+the call (the tool's name and its arguments as JSON) and reads one answer from stdin: ``y``
+grants the call, ``n`` (or Enter) rejects it (``DENIED``), ``a`` grants it and every later
+call of the same tool without asking again, and end of input answers ``"cancelled"`` (also
+``DENIED``: nobody cancelled the call, the approval just could not happen).
 
 The approval prompt runs inside the registry's *gate*, which is bound to the caller's
 signal.  When the caller's stop source fires while the prompt waits, the read is interrupted
@@ -30,9 +31,6 @@ closed, every prompt reads end of input instead).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import attrs
 import trio
 
 import trio_tools
@@ -41,39 +39,28 @@ STOP_AFTER = 0.5
 """Seconds after the last prompt appears when the user presses "stop"."""
 
 
-@attrs.frozen
-class PathArgs:
-    path: str
-
-
 registry = trio_tools.ToolRegistry()
 deleted: list[str] = []
 
 
-@registry.tool
-async def delete_file(args: PathArgs, ctx: trio_tools.ToolRunContext) -> str:
-    """Delete a file (this demo only pretends to)."""
-    deleted.append(args.path)
-    return f"deleted {args.path}"
+@registry.tool(requires_approval=True)
+async def delete_file(path: str) -> str:
+    """Delete a file (this demo only pretends to).
+
+    Args:
+        path: The file to delete.
+    """
+    deleted.append(path)
+    return f"deleted {path}"
 
 
-@registry.tool
-async def empty_trash(args: object, ctx: trio_tools.ToolRunContext) -> str:
+@registry.tool(requires_approval=True)
+async def empty_trash() -> str:
     """Empty the trash (this demo only pretends to)."""
     deleted.append("trash")
     return "trash emptied"
 
 
-async def ask_before_deleting(
-    exec: trio_tools.ToolExecution,
-    call_next: Callable[[], Awaitable[trio_tools.PreDecision]],
-) -> trio_tools.PreDecision:
-    if exec.name in ("delete_file", "empty_trash"):
-        return trio_tools.Ask("This cannot be undone.")
-    return await call_next()
-
-
-registry.add_pre_execute(ask_before_deleting)
 registry.set_approver(trio_tools.console_approver())
 
 CALLS: list[tuple[str, object]] = [
@@ -86,8 +73,7 @@ CALLS: list[tuple[str, object]] = [
 
 
 def show(result: trio_tools.ToolResult) -> None:
-    text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-    print(f"  -> {result.code or 'OK'}: {text}")
+    print(f"  -> {result.code or 'OK'}: {result.text}")
 
 
 async def press_stop_later(source: trio_tools.CancelSource, delay: float) -> None:

@@ -7,6 +7,9 @@ cancellation crosses the two boundaries a tool body most often crosses:
   ``trio.from_thread.check_cancelled()`` between steps; it raises ``trio.Cancelled`` in the
   thread once the call is cancelled.  Trio *waits* for the thread to return (we never pass
   ``abandon_on_cancel=True``), so when the call's result arrives the thread has exited.
+* A **sync tool** (a plain ``def``) is that, done by the registry: its body runs in a
+  worker thread, polls ``ctx.check_cancelled()``, and calls ``ctx`` methods directly (they
+  hop to the Trio thread).  It is never abandoned either.
 * ``trio_tools.run_command``: a shell command is a process *tree* (here ``bash`` runs ``sh``,
   which runs ``sleep``).  ``trio.run_process`` would terminate only ``bash`` and leave
   ``sleep`` running; ``run_command`` starts the command in its own process group, and on
@@ -17,7 +20,7 @@ cancellation crosses the two boundaries a tool body most often crosses:
 Either way the registry awaits the body to quiescence: a result of ``ABORTED`` means "the
 body started, side effects were possible, and nothing it started is still running".
 
-Two rounds, each running both tools side by side: first the user presses "stop" after
+Two rounds, each running the three tools side by side: first the user presses "stop" after
 0.3 s; then the caller gives the step a 0.3 s deadline with ``trio_tools.open_signal``.  (For
 a per-*tool* timeout with the ``TOOL_TIMEOUT`` code, see ``examples/timeouts.py``.)
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -41,6 +45,7 @@ registry = trio_tools.ToolRegistry()
 
 # What each tool left behind, checked after its call returned.
 thread_exited = threading.Event()
+sync_thread_exited = threading.Event()
 SCRIPT = 'echo "[child] group $$ started"; sh -c "sleep 60; true"; echo never printed'
 
 
@@ -69,6 +74,23 @@ async def crunch_numbers(args: object, ctx: trio_tools.ToolRunContext) -> str:
 
 
 @registry.tool
+def count_words(*, ctx: trio_tools.ToolRunContext) -> str:
+    """A sync tool: the registry runs it in a worker thread, a 50 ms step at a time."""
+    words = 0
+    try:
+        for step in range(1200):  # about a minute
+            ctx.check_cancelled()  # raises trio.Cancelled once the call is cancelled
+            time.sleep(0.05)
+            words += 7
+            if step % 2 == 1:
+                ctx.report_progress(f"{words} words")  # hops to the Trio thread
+        return f"{words} words"
+    finally:
+        print("  [sync tool thread] exiting", flush=True)
+        sync_thread_exited.set()
+
+
+@registry.tool
 async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
     """Run a shell script; cancellation stops its whole process tree and waits for it."""
     result = await trio_tools.run_command(["bash", "-c", SCRIPT], ctx=ctx, grace_period=2.0)
@@ -92,12 +114,15 @@ def running_in_group(contexts: tuple[trio_tools.AdditionalContext, ...]) -> str:
     return str(running)
 
 
-def on_progress(progress: object) -> None:
-    print(f"  [progress] crunch_numbers: {progress}", flush=True)
+def progress_printer(name: str) -> Callable[[object], None]:
+    def on_progress(progress: object) -> None:
+        print(f"  [progress] {name}: {progress}", flush=True)
+
+    return on_progress
 
 
 async def run_both(step_signal: trio_tools.CancelSignal) -> dict[str, trio_tools.ToolResult]:
-    """Run both tools side by side with one signal; return their results by name."""
+    """Run the tools side by side with one signal; return their results by name."""
     results: dict[str, trio_tools.ToolResult] = {}
 
     async def one(name: str) -> None:
@@ -106,12 +131,12 @@ async def run_both(step_signal: trio_tools.CancelSignal) -> dict[str, trio_tools
             name=name,
             arguments={},
             signal=step_signal,
-            on_progress=on_progress if name == "crunch_numbers" else None,
+            on_progress=progress_printer(name) if name != "run_script" else None,
         )
         results[name] = await registry.execute(call)
 
     async with trio.open_nursery() as nursery:
-        for name in ("crunch_numbers", "run_script"):
+        for name in ("crunch_numbers", "count_words", "run_script"):
             nursery.start_soon(one, name)
     return results
 
@@ -120,9 +145,9 @@ def report(results: dict[str, trio_tools.ToolResult], started: float) -> None:
     print(f"  results after {trio.current_time() - started:.1f}s:")
     for name in sorted(results):
         result = results[name]
-        text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-        print(f"    {name:<15} {result.code}  {text}")
+        print(f"    {name:<15} {result.code}  {result.text}")
     print(f"  thread exited before the result: {thread_exited.is_set()}")
+    print(f"  sync tool's thread exited before the result: {sync_thread_exited.is_set()}")
     contexts = results["run_script"].additional_contexts
     for context in contexts:
         print(f"  [{context.source}] " + context.text.replace("\n", "\n  " + " " * 15))
@@ -146,6 +171,7 @@ async def main() -> None:
 
     print(f"round 2: the caller gives the step a {STOP_AFTER:g}s deadline")
     thread_exited.clear()
+    sync_thread_exited.clear()
     source = trio_tools.CancelSource()  # a fresh lifetime: the old one has fired
     started = trio.current_time()
     async with trio_tools.open_signal(source.signal, timeout=STOP_AFTER) as step_signal:

@@ -58,9 +58,12 @@ EXPECTED: dict[str, list[Run]] = {
         Run(
             expected=(
                 "crunch_numbers  ABORTED  Error: tool call aborted",
+                "count_words     ABORTED  Error: tool call aborted",
                 "run_script      ABORTED  Error: tool call aborted",
                 "[thread] exiting",
+                "[sync tool thread] exiting",
                 "thread exited before the result: True",
+                "sync tool's thread exited before the result: True",
                 "[run_command] $ bash -c",
                 "[stopped before it finished: the user pressed stop; killed by SIGTERM]",
                 "[child] group",

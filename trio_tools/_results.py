@@ -191,6 +191,12 @@ class ToolResult:
         """Shorthand for ``error.code``, or ``None`` for a successful result."""
         return None if self.error is None else self.error.code
 
+    @property
+    def text(self) -> str:
+        """The texts of the content's text blocks joined with ``"\\n"`` (image blocks are
+        skipped; ``""`` when there is none)."""
+        return "\n".join(block.text for block in self.content if type(block) is TextBlock)
+
     def to_dict(self) -> dict[str, Any]:
         """The result's wire form: a fresh ``dict`` of plain JSON values, versioned.
 
