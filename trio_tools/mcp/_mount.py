@@ -27,7 +27,7 @@ from .._execution import ExecutionToken, ToolDispatchExecution, ToolRunContext
 from .._json import thaw
 from .._registry import AroundWrapper, Registration, ToolRegistry
 from .._results import INVALID_ARGS, ToolOutput, ToolResult, replace_result
-from .._tool import ToolDefinition, _check_timeout
+from .._tool import ToolDefinition, check_timeout_value
 from ._convert import MCP_CONNECTION_LOST, progress_from_mcp, tool_result
 
 __all__ = ["mount"]
@@ -90,7 +90,7 @@ async def mount(
     """
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {prefix!r}")
-    _check_timeout(None, None, timeout)
+    check_timeout_value(timeout)
     remote_tools = await _list_tools(client)
     stash: _Stash = weakref.WeakKeyDictionary()
     definitions = [
