@@ -893,3 +893,45 @@ def test_result_text_joins_the_text_blocks() -> None:
     assert "one\ntwo" == result.text
     assert "" == ToolResult(content=()).text
     assert "Error: x" == error("E", "C", "x").text
+
+
+# --------------------------------------------------------------------------------------
+# Signature tools as definitions
+
+
+async def test_an_evolved_signature_tool_is_still_called_with_keywords() -> None:
+    h = Harness()
+
+    async def body(path: str, limit: int = 1) -> str:
+        return f"{path}:{limit}"
+
+    definition = attrs.evolve(define_tool(body, name=TOOL), timeout=5.0, description="d")
+    h.registry.register(definition)
+
+    assert ok("p:1") == await h.execute(arguments={"path": "p"})
+    assert (5.0, "d") == (definition.timeout, definition.description)
+
+
+async def test_a_directly_constructed_definition_with_a_plain_function_runs_in_a_thread() -> None:
+    h = Harness()
+
+    def body(args: object, ctx: ToolRunContext) -> str:
+        return f"{args} in trio: {trio.lowlevel.in_trio_run()}"
+
+    h.registry.register(ToolDefinition(name=TOOL, execute=body))
+
+    assert ok("{'a': 1} in trio: False") == await h.execute(arguments={"a": 1})
+
+
+def test_concurrency_safe_of_a_signature_tool_gets_the_parsed_arguments() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool(concurrency_safe=lambda args: args.path.startswith("/tmp/"))
+    async def read(path: str) -> str:
+        return path
+
+    modes = [
+        registry.execution_mode(Harness().input("read", {"path": path}))
+        for path in ("/tmp/x", "/etc/passwd")
+    ]
+    assert ["parallel", "exclusive"] == modes

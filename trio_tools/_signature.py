@@ -35,6 +35,7 @@ __all__ = [
     "SIGNATURE_CONTEXT",
     "Style",
     "analyse_body",
+    "check_class_body",
     "is_async_body",
     "is_partial",
     "split_docstring",
@@ -203,6 +204,19 @@ def _partial_keywords(fn: object) -> set[str]:
         names.update(fn.keywords)
         fn = fn.func
     return names
+
+
+def check_class_body(fn: Callable[..., object], tool: str) -> None:
+    """Check at definition that a class-style body can be called as ``fn(args, ctx)``.
+
+    Raises:
+        TypeError: it cannot (the message names the tool).
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or other callable without a signature: nothing to check
+    _check_class_style(signature, tool)
 
 
 def _check_class_style(signature: inspect.Signature, tool: str) -> None:

@@ -24,6 +24,7 @@ from ._results import ContentBlock, ToolResult, exception_message
 from ._signature import (
     SIGNATURE_CONTEXT,
     analyse_body,
+    check_class_body,
     is_async_body,
     is_partial,
     split_docstring,
@@ -177,7 +178,7 @@ class ToolDefinition(Generic[ArgsT]):
         if isinstance(context, str):
             call = _keyword_call(fn, context)
         else:
-            analyse_body(fn, self.name, args if args is not None else object, {})
+            check_class_body(fn, self.name)
             call = fn
         object.__setattr__(self, "_call", call)
         object.__setattr__(self, "_sync", sync)
