@@ -904,7 +904,6 @@ async def bench_journal(cfg: Config) -> None:
     signal = source.signal
     registry = plain_registry(safe=True)
     size = cfg.batch
-    batches = max(1, cfg.calls // size)
     one = [trio_tools.ToolCall("call", "noop", "{}")]
 
     with tempfile.TemporaryDirectory() as directory:
@@ -919,35 +918,8 @@ async def bench_journal(cfg: Config) -> None:
             check = await trio_tools.run_tool_calls(registry, one, signal=signal, journal=normal)
             if check.results != (OK_RESULT,):
                 raise AssertionError(f"benchmark journal misbehaves: {check.results!r}")
-            writer = normal._writer
             if "J1" in cfg.only:
-                before = (writer.transactions, writer.jobs)
-                samples = await run_rounds(
-                    cfg,
-                    {
-                        "floor": batch_loop(trio_tools.MemoryJournal, size),
-                        "J1": batch_loop(normal, size),
-                    },
-                    batches * size,
-                    size,
-                )
-                transactions = writer.transactions - before[0]
-                jobs = writer.jobs - before[1]
-                goal_line(
-                    "J1",
-                    f"run_tool_calls {size} parallel no-op calls, SQLite journal vs MemoryJournal",
-                    samples.ratio("J1"),
-                    2.0,
-                )
-                diag(
-                    f"MemoryJournal {us(samples.median('floor'))}/call, SQLite journal "
-                    f"{us(samples.median('J1'))}/call; CPU-time ratio "
-                    f"{samples.cpu_ratio('J1'):.2f}"
-                )
-                diag(
-                    f"group commit: {jobs} writes in {transactions} transactions "
-                    f"({jobs / max(1, transactions):.1f} per transaction)"
-                )
+                await journal_batch_goal(cfg, "J1", "SQLite", normal, 2.0)
             if "J2" in cfg.only:
                 n = max(1, min(cfg.calls, 2_000) // 2)
                 samples = await run_rounds(
@@ -1020,32 +992,38 @@ def bench_postgres(cfg: Config) -> None:
 
 
 async def bench_postgres_at(cfg: Config, conninfo: str) -> None:
-    size = cfg.batch
-    batches = max(1, cfg.calls // size)
     async with trio_tools.open_postgres_journal(conninfo, session="bench") as journal:
         one = [trio_tools.ToolCall("call", "noop", "{}")]
         check = await batch_loop(journal, 1, one)(1), await journal.history()
         if check[1][-1].results != (OK_RESULT,):
             raise AssertionError(f"benchmark journal misbehaves: {check[1]!r}")
-        writer = journal._writer
-        before = (writer.transactions, writer.jobs)
-        samples = await run_rounds(
-            cfg,
-            {"floor": batch_loop(trio_tools.MemoryJournal, size), "J3": batch_loop(journal, size)},
-            batches * size,
-            size,
-        )
-        transactions = writer.transactions - before[0]
-        jobs = writer.jobs - before[1]
+        await journal_batch_goal(cfg, "J3", "Postgres", journal, None)
+
+
+async def journal_batch_goal(
+    cfg: Config, goal: str, backend: str, journal: Any, limit: float | None
+) -> None:
+    """J1, J3: batches of ``--batch`` parallel no-op calls on ``journal`` vs MemoryJournal."""
+    size = cfg.batch
+    writer = journal._writer
+    before = (writer.transactions, writer.jobs)
+    samples = await run_rounds(
+        cfg,
+        {"floor": batch_loop(trio_tools.MemoryJournal, size), goal: batch_loop(journal, size)},
+        max(1, cfg.calls // size) * size,
+        size,
+    )
+    transactions = writer.transactions - before[0]
+    jobs = writer.jobs - before[1]
     goal_line(
-        "J3",
-        f"run_tool_calls {size} parallel no-op calls, Postgres journal vs MemoryJournal",
-        samples.ratio("J3"),
-        None,
+        goal,
+        f"run_tool_calls {size} parallel no-op calls, {backend} journal vs MemoryJournal",
+        samples.ratio(goal),
+        limit,
     )
     diag(
-        f"MemoryJournal {us(samples.median('floor'))}/call, Postgres journal "
-        f"{us(samples.median('J3'))}/call; CPU-time ratio {samples.cpu_ratio('J3'):.2f}"
+        f"MemoryJournal {us(samples.median('floor'))}/call, {backend} journal "
+        f"{us(samples.median(goal))}/call; CPU-time ratio {samples.cpu_ratio(goal):.2f}"
     )
     diag(
         f"group commit: {jobs} writes in {transactions} transactions "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_journal import open_journal_at
 from hypothesis import HealthCheck as _HealthCheck
 from hypothesis import settings as _settings
 from pg_server import PostgresMissing, PostgresServer
@@ -67,14 +68,6 @@ def journal_target(
         return lambda directory: str(directory / "journal.db")
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return lambda directory: server.create_schema()
-
-
-def open_journal_at(backend: str, target: str, session: str) -> AbstractAsyncContextManager[Any]:
-    import trio_tools
-
-    if backend == "sqlite":
-        return trio_tools.open_sqlite_journal(target, session=session)
-    return trio_tools.open_postgres_journal(target, session=session)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The Postgres journal's own behaviour: the optional import, the schema and its migrations,
-the session lock across processes, a lost connection, and two workers sharing a database.
+the session lock's scope, a lost connection, and two workers sharing a database.
 
 The journal behaviour every backend shares runs in ``test_journal_sqlite.py`` and the crash
 suite in ``test_journal_crash.py``, both parametrized over the backends.  Everything here
@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 import trio
+from helpers_journal import calls, registry
 from helpers_registry import ok
 from pg_server import PostgresServer, free_port
 
@@ -45,20 +46,6 @@ def query(conninfo: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         cursor = conn.execute(sql.encode(), args)
         return cursor.fetchall() if cursor.description is not None else []
-
-
-def calls(*ids: str) -> list[ToolCall]:
-    return [ToolCall(call_id, "echo", {}) for call_id in ids]
-
-
-def registry() -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @registry.tool(concurrency_safe=True)
-    async def echo(args: object, ctx: ToolRunContext) -> str:
-        return f"echo {ctx.call_id}"
-
-    return registry
 
 
 def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -182,58 +169,6 @@ async def test_concurrent_first_opens_of_a_database_migrate_it_once(database: st
 
 
 # -- the session lock ------------------------------------------------------------------------
-
-HOLDER = """
-import sys, trio, trio_tools
-async def main():
-    async with trio_tools.open_postgres_journal(sys.argv[1], session="s"):
-        print("open", flush=True)
-        await trio.to_thread.run_sync(sys.stdin.readline)
-trio.run(main)
-"""
-
-
-def try_open(conninfo: str, session: str) -> Exception | None:
-    async def main() -> None:
-        async with open_postgres_journal(conninfo, session=session):
-            pass
-
-    try:
-        trio.run(main)
-    except Exception as exc:
-        return exc
-    return None
-
-
-@pytest.mark.slow
-def test_a_session_open_in_another_process_is_refused_until_it_ends(database: str) -> None:
-    for ending in ("exit", "kill"):
-        with subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(HOLDER), database],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        ) as proc:
-            try:
-                assert proc.stdout is not None
-                assert proc.stdin is not None
-                assert "open\n" == proc.stdout.readline()
-                refused = try_open(database, "s")
-                assert isinstance(refused, RuntimeError)
-                assert "session 's' is already open for writing" in str(refused)
-                # Another session of the same database is free.
-                assert try_open(database, "t") is None
-                if ending == "exit":
-                    proc.stdin.write("\n")
-                    proc.stdin.flush()
-                else:
-                    proc.kill()  # the server drops a dead client's session, and its lock
-                proc.wait(TIMEOUT)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait(TIMEOUT)
-        assert try_open(database, "s") is None
 
 
 async def test_the_lock_and_the_tables_are_per_schema(postgres_server: PostgresServer) -> None:

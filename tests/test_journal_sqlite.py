@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from helpers_journal import calls, open_journal_at, registry
 from helpers_registry import ok
 
 import trio_tools
@@ -46,20 +47,6 @@ OpenJournal = Callable[[str], AbstractAsyncContextManager[Any]]
 
 SYNTHETIC_ABORTED = aborted(body_invoked=True, synthetic=True)
 SYNTHETIC_BEFORE = aborted(body_invoked=False, synthetic=True)
-
-
-def registry() -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @registry.tool(concurrency_safe=True)
-    async def echo(args: object, ctx: ToolRunContext) -> str:
-        return f"echo {ctx.call_id}"
-
-    return registry
-
-
-def calls(*ids: str, name: str = "echo") -> list[ToolCall]:
-    return [ToolCall(call_id, name, {"n": index}) for index, call_id in enumerate(ids)]
 
 
 async def run(journal: Any, batch: list[ToolCall]) -> BatchOutcome:
@@ -279,11 +266,11 @@ def listing(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def try_open(path: Path, session: str) -> Exception | None:
+def try_open(backend: str, target: str, session: str) -> Exception | None:
     """Open and close the session in a ``trio.run`` of its own; the error, if any."""
 
     async def main() -> None:
-        async with open_sqlite_journal(path, session=session):
+        async with open_journal_at(backend, target, session):
             pass
 
     try:
@@ -384,8 +371,12 @@ async def test_a_session_open_in_this_process_is_refused(open_journal: OpenJourn
 HOLDER = textwrap.dedent(
     """
     import sys, trio, trio_tools
+    open_journal = {
+        "sqlite": trio_tools.open_sqlite_journal,
+        "postgres": trio_tools.open_postgres_journal,
+    }[sys.argv[1]]
     async def main():
-        async with trio_tools.open_sqlite_journal(sys.argv[1], session="s"):
+        async with open_journal(sys.argv[2], session="s"):
             print("open", flush=True)
             await trio.to_thread.run_sync(sys.stdin.readline)
     trio.run(main)
@@ -393,11 +384,14 @@ HOLDER = textwrap.dedent(
 )
 
 
-def test_a_session_open_in_another_process_is_refused_until_it_ends(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
+@pytest.mark.slow
+def test_a_session_open_in_another_process_is_refused_until_it_ends(
+    journal_backend: str, journal_target: Callable[[Path], str], tmp_path: Path
+) -> None:
+    target = journal_target(tmp_path)
     for ending in ("exit", "kill"):
         with subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(path)],
+            [sys.executable, "-c", HOLDER, journal_backend, target],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -406,22 +400,24 @@ def test_a_session_open_in_another_process_is_refused_until_it_ends(tmp_path: Pa
                 assert proc.stdout is not None
                 assert proc.stdin is not None
                 assert "open\n" == proc.stdout.readline()
-                refused = try_open(path, "s")
+                refused = try_open(journal_backend, target, "s")
                 assert isinstance(refused, RuntimeError)
-                assert f"{str(path)!r}: session 's' is already open for writing" in str(refused)
-                # Another session of the same file is free.
-                assert try_open(path, "t") is None
+                assert "session 's' is already open for writing" in str(refused)
+                if journal_backend == "sqlite":
+                    assert f"{target!r}: session 's'" in str(refused)
+                # Another session of the same journal is free.
+                assert try_open(journal_backend, target, "t") is None
                 if ending == "exit":
                     proc.stdin.write("\n")
                     proc.stdin.flush()
                 else:
-                    proc.kill()  # the kernel drops the lock of a killed process too
+                    proc.kill()  # a killed process's lock goes too (kernel, or server)
                 proc.wait(10)
             finally:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(10)
-        assert try_open(path, "s") is None
+        assert try_open(journal_backend, target, "s") is None
 
 
 OPENER = textwrap.dedent(

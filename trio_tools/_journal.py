@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, cast, final
 
 import attrs
@@ -48,6 +48,7 @@ __all__ = [
     "StoredCall",
     "Writer",
     "recovered_result",
+    "running_writer",
 ]
 
 T = TypeVar("T")
@@ -407,6 +408,18 @@ class Writer(Generic[S]):
                     left.append(job)
         if left:
             self._token.run_sync_soon(_wake, left)
+
+
+@contextlib.asynccontextmanager
+async def running_writer(
+    store: S, *, name: str, describe: str, errors: tuple[type[Exception], ...]
+) -> AsyncGenerator[Writer[S]]:
+    """A :class:`Writer` for ``store`` for the block; closed (the store too) on exit."""
+    writer = Writer(store, name=name, describe=describe, errors=errors)
+    try:
+        yield writer
+    finally:
+        await writer.aclose()
 
 
 def _wake(group: list[_Job]) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer
+from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer, running_writer
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -289,13 +289,10 @@ async def open_postgres_journal(conninfo: str, *, session: str) -> AsyncGenerato
             "open_postgres_journal needs psycopg 3: pip install 'trio_tools[postgres]'"
         ) from exc
     store, where = await trio.to_thread.run_sync(_open_store, conninfo, session)
-    writer = Writer(
+    async with running_writer(
         store,
         name=f"trio_tools Postgres journal {session!r}",
         describe=_describe(where, session),
         errors=(psycopg.Error,),
-    )
-    try:
+    ) as writer:
         yield PostgresJournal._create(writer, where, session)
-    finally:
-        await writer.aclose()

@@ -23,7 +23,7 @@ from typing import Any, Literal, final
 
 import trio
 
-from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer
+from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer, running_writer
 from ._util import NoPublicConstructor
 
 __all__ = ["SCHEMA_VERSION", "SqliteJournal", "open_sqlite_journal"]
@@ -299,13 +299,10 @@ async def open_sqlite_journal(
     if not isinstance(file, str):
         raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
     store = await trio.to_thread.run_sync(_open_store, file, session, synchronous)
-    writer = Writer(
+    async with running_writer(
         store,
         name=f"trio_tools journal {session!r}",
         describe=_describe(file, session),
         errors=(sqlite3.Error,),
-    )
-    try:
+    ) as writer:
         yield SqliteJournal._create(writer, file, session, synchronous)
-    finally:
-        await writer.aclose()
