@@ -66,13 +66,13 @@ assert len(_MIGRATIONS) == SCHEMA_VERSION
 assert (LIVE, RECOVERED) == (0, 1), "the schema comment above names the states"
 
 
-# The advisory lock that serializes migrations (concurrent first opens of one database).
 def _lock_key(name: str) -> int:
     """A 64-bit advisory lock key for ``name``."""
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+# The advisory lock that serializes migrations (concurrent first opens of one database).
 _MIGRATION_LOCK = _lock_key("trio_tools journal schema")
 _CONNECT_TIMEOUT = 10  # seconds, unless the conninfo says otherwise
 _LOCK_GRACE = 2.0  # seconds an open waits for a session lock held by another connection
@@ -81,12 +81,11 @@ _LOCK_GRACE = 2.0  # seconds an open waits for a session lock held by another co
 class _PostgresStore(SqlStore):
     """The journal's operations on one psycopg connection (writer thread only)."""
 
-    __slots__ = ("_conn", "_describe", "_sql")
+    __slots__ = ("_conn", "_sql")
 
-    def __init__(self, conn: psycopg.Connection[Any], session: str, describe: str) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], session: str) -> None:
         super().__init__(session)
         self._conn = conn
-        self._describe = describe
         self._sql: dict[str, bytes] = {}
 
     def begin(self) -> None:
@@ -106,10 +105,12 @@ class _PostgresStore(SqlStore):
         self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
+        import psycopg
+
         try:
-            if not (self._conn.broken or self._conn.closed):
-                # Released now, not when the server gets round to ending the session: a
-                # reopen right after the close finds the session free.
+            # Released now, not when the server gets round to ending the session: a reopen
+            # right after the close finds the session free.  A dead connection has no lock.
+            with contextlib.suppress(psycopg.Error):
                 self._conn.execute("SELECT pg_advisory_unlock_all()")
         finally:
             self._conn.close()
@@ -245,7 +246,7 @@ def _open_store(conninfo: str, session: str) -> tuple[_PostgresStore, str]:
         schema = "" if row is None or row[0] is None else str(row[0])
         _lock_session(conn, _session_lock(schema, session), where, session)
         _migrate(conn, where)
-        return _PostgresStore(conn, session, _describe(where, session)), where
+        return _PostgresStore(conn, session), where
     except psycopg.Error as exc:
         conn.close()
         raise RuntimeError(f"cannot open journal {where}: {exc}".rstrip()) from exc
