@@ -14,7 +14,15 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-__all__ = ["MAX_DEPTH", "FrozenDict", "NotJSONError", "freeze", "thaw", "to_compact_json"]
+__all__ = [
+    "MAX_DEPTH",
+    "FrozenDict",
+    "NotJSONError",
+    "freeze",
+    "from_json_text",
+    "thaw",
+    "to_compact_json",
+]
 
 #: Deepest accepted nesting of arrays and objects.  Deeper values are rejected as not
 #: losslessly JSON: Python's own ``==``, ``hash``, ``repr`` and ``json`` recurse on nested
@@ -231,3 +239,36 @@ def thaw(value: object) -> object:
     if kind is FrozenDict or kind is dict:
         return {key: thaw(item) for key, item in cast("dict[str, object]", value).items()}
     return value
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    # Past Python's int-from-text digit limit: convert in chunks below it.
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("-")
+    number = 0
+    for start in range(0, len(digits), _DIGITS_PER_CHUNK):
+        chunk = digits[start : start + _DIGITS_PER_CHUNK]
+        number = number * 10 ** len(chunk) + int(chunk)
+    return sign * number
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_reject_constant)
+
+
+def from_json_text(text: str) -> object:
+    """Decode JSON text written by :func:`to_compact_json`: ints of any size, no NaN.
+
+    Arrays come back as ``list`` and objects as ``dict`` (plain JSON, not frozen).
+
+    Raises:
+        ValueError: ``text`` is not JSON.
+    """
+    return _DECODER.decode(text)
