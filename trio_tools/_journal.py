@@ -5,8 +5,9 @@ A backend (SQLite in ``_sqlite.py``, PostgreSQL in ``_postgres.py``) provides a
 thread; :class:`SqlStore` holds the SQL both backends share.  This module provides the rest:
 
 * :class:`Writer`: the one thread that owns the connection.  Trio tasks submit jobs and
-  wait (shielded) for them; the thread runs every job queued at that moment in one
-  transaction (group commit), commits, and wakes every waiter with one call into Trio.
+  wait (uninterruptibly) for them; the thread runs the jobs submitted while it was busy
+  in one transaction (group commit), commits, and wakes every waiter with one call into
+  Trio.
   If a job fails, the transaction is rolled back and each job of the group runs again in
   a transaction of its own, so the failing job fails alone and nothing is half-applied.  A job's
   waiter returns only after the transaction holding it committed.
@@ -239,25 +240,29 @@ class WriterClosedError(RuntimeError):
 
 
 class _Job:
-    __slots__ = ("done", "error", "fn", "value")
+    __slots__ = ("error", "fn", "task", "value")
 
-    def __init__(self, fn: Callable[[Any], object]) -> None:
+    def __init__(self, fn: Callable[[Any], object], task: trio.lowlevel.Task) -> None:
         self.fn = fn
-        self.done = trio.Event()
+        self.task = task  # parked until the job's transaction is over
         self.value: object = None
         self.error: BaseException | None = None
 
 
-_STOP = object()
-# Jobs per transaction at most: bounds the latency of the first job of a long queue.
-_GROUP_LIMIT = 512
+def _refuse_abort(_raise_cancel: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
 
 
 class Writer(Generic[S]):
     """The one thread that owns a store's connection; group-commits submitted jobs.
 
+    At most one group of jobs is with the thread at a time: jobs submitted while it runs
+    one wait on the Trio side and go to the thread together, as the next group, the moment
+    the current one committed.  So a lone write goes at once, and under load the groups
+    grow by themselves (fewer hand-offs between the threads, fewer commits).
+
     Created and started in Trio (it captures the Trio token to wake waiters); closed with
-    :meth:`aclose`, which lets the queued jobs finish first.
+    :meth:`aclose`, which lets the submitted jobs finish first.
     """
 
     def __init__(
@@ -266,13 +271,17 @@ class Writer(Generic[S]):
         self._store = store
         self._describe = describe
         self._errors = errors
-        self._queue: queue.SimpleQueue[list[_Job] | object] = queue.SimpleQueue()
+        # Groups for the thread; None tells it to stop.
+        self._queue: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+        # Trio-thread state: the jobs waiting for the next group, whether a group is with
+        # the thread, whether aclose() was called.
         self._pending: list[_Job] = []
+        self._in_flight = False
+        self._closed = False
         # Counted by the thread, read by tests and benchmarks.
         self.transactions = 0
         self.jobs = 0
         self._token = trio.lowlevel.current_trio_token()
-        self._closed = False
         self._stopped = trio.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -291,32 +300,43 @@ class Writer(Generic[S]):
         """
         if self._closed:
             raise WriterClosedError(f"{self._describe} is closed")
-        job = _Job(fn)
-        # Jobs submitted during one pass of the Trio scheduler reach the thread together,
-        # at the end of that pass: one wake-up of the thread and one transaction for them.
-        pending = self._pending
-        pending.append(job)
-        if len(pending) == 1:
-            self._token.run_sync_soon(self._flush)
+        job = _Job(fn, trio.lowlevel.current_task())
+        if self._in_flight:
+            self._pending.append(job)
+        else:
+            self._in_flight = True
+            self._queue.put([job])
         # The job runs whatever happens to this task: wait for its outcome, so that the
         # caller learns it (a durable write that began must be reported, not abandoned).
-        with trio.CancelScope(shield=True):
-            await job.done.wait()
+        # Refusing the abort is a shield without a cancel scope: a cancellation is
+        # delivered at the caller's next checkpoint instead.
+        await trio.lowlevel.wait_task_rescheduled(_refuse_abort)
         if job.error is not None:
             raise job.error
         return cast(T, job.value)  # fn's value, set by the thread
 
-    def _flush(self) -> None:
-        jobs, self._pending = self._pending, []
-        self._queue.put(jobs)
+    def _group_done(self, group: list[_Job]) -> None:
+        """In Trio, once the thread finished ``group``: wake its jobs, send the next one."""
+        for job in group:
+            trio.lowlevel.reschedule(job.task)
+        pending = self._pending
+        if pending:
+            self._pending = []
+            self._queue.put(pending)
+        else:
+            self._in_flight = False
+            if self._closed:
+                self._queue.put(None)
 
     async def aclose(self) -> None:
-        """Stop accepting jobs, let the queued ones finish, stop the thread, close."""
+        """Stop accepting jobs, let the submitted ones finish, stop the thread, close."""
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
         self._closed = True
-        self._queue.put(_STOP)
+        if not self._in_flight:
+            self._queue.put(None)
+        # (else the last group's _group_done tells the thread to stop.)
         # Shielded: the connection must be closed by its thread before we return.
         with trio.CancelScope(shield=True):
             await self._stopped.wait()
@@ -326,29 +346,15 @@ class Writer(Generic[S]):
     def _run(self) -> None:
         store = self._store
         try:
-            stop = False
-            while not stop:
-                group: list[_Job] = []
-                item = self._queue.get()
-                while True:
-                    if item is _STOP:
-                        stop = True
-                        break
-                    group.extend(cast("list[_Job]", item))  # every other item is a list
-                    if len(group) >= _GROUP_LIMIT:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                if group:
-                    self._run_group(store, group)
+            while True:
+                group = self._queue.get()
+                if group is None:
+                    break
+                self._run_group(store, group)
         finally:
             try:
                 store.close()
             finally:
-                self._closed = True
-                self._fail_queued()
                 self._token.run_sync_soon(self._stopped.set)
 
     def _run_group(self, store: S, group: list[_Job]) -> None:
@@ -371,7 +377,7 @@ class Writer(Generic[S]):
                 except Exception as exc:
                     job.error = self._failure(exc)
         finally:
-            self._token.run_sync_soon(_wake, group)
+            self._token.run_sync_soon(self._group_done, group)
 
     @staticmethod
     def _transaction(store: S, jobs: list[_Job]) -> None:
@@ -395,20 +401,6 @@ class Writer(Generic[S]):
         error.__cause__ = exc
         return error
 
-    def _fail_queued(self) -> None:
-        left: list[_Job] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, list):
-                for job in cast("list[_Job]", item):
-                    job.error = WriterClosedError(f"{self._describe} is closed")
-                    left.append(job)
-        if left:
-            self._token.run_sync_soon(_wake, left)
-
 
 @contextlib.asynccontextmanager
 async def running_writer(
@@ -420,11 +412,6 @@ async def running_writer(
         yield writer
     finally:
         await writer.aclose()
-
-
-def _wake(group: list[_Job]) -> None:
-    for job in group:
-        job.done.set()
 
 
 def recovered_result(call: StoredCall) -> ToolResult:
