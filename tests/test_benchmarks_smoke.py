@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_dispatch.py"
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "J1", "J2", "J3")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "V1", "J2", "J3")
 
 
 def test_quick_benchmark_runs_every_goal_and_exits_0() -> None:
-    """``--quick`` (1 round of 200 calls) reports one line per goal (P1..P7, T1, T2, A1, J1,
+    """``--quick`` (1 round of 200 calls) reports one line per goal (P1..P7, T1, T2, A1, V1,
     J2, J3) and exits 0."""
     completed = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick"],
@@ -27,9 +27,19 @@ def test_quick_benchmark_runs_every_goal_and_exits_0() -> None:
         check=False,
     )
     assert 0 == completed.returncode, completed.stderr
-    lines = re.finditer(r"^(P[1-7]|T[12]|A1|J[1-3]) ", completed.stdout, re.MULTILINE)
+    lines = re.finditer(r"^(P[1-7]|T[12]|A1|V1|J[23]) ", completed.stdout, re.MULTILINE)
     reported = {match.group(1) for match in lines}
     assert set(GOALS) == reported, completed.stdout
+    # P1 reports raw and typed arguments; P5 prints its per-call-nursery floor on a line of
+    # its own, then its three verdicts; P7 is the SQLite journal, V1 the provider conversion.
+    out = completed.stdout
+    assert re.search(r"^P1 execute no-op, raw \{\} arguments.* (ok|MISS)$", out, re.MULTILINE)
+    assert re.search(r"^P1 execute no-op, typed argument class.* (ok|MISS)$", out, re.MULTILINE)
+    assert re.search(r"^P5 floor: plain Trio", out, re.MULTILINE)
+    assert len(re.findall(r"^P5 .* goal<=\S+ (ok|MISS)$", out, re.MULTILINE)) == 3, out
+    assert re.search(r"^P5 ambient cancellation .* (ok|MISS)$", out, re.MULTILINE)
+    assert re.search(r"^P7 .*SQLite journal vs MemoryJournal", out, re.MULTILINE)
+    assert re.search(r"^V1 tool_calls \+ tool_results", out, re.MULTILINE)
 
 
 def test_quick_code_mode_benchmark_reports_its_goal_and_exits_0() -> None:
