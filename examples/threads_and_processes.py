@@ -9,6 +9,7 @@ carries that cancellation across the two boundaries a tool body most often cross
   ``abandon_on_cancel=True``), so when the call's result arrives the thread has exited.
 * ``trio.run_process``: on cancellation Trio terminates the child (SIGTERM, then SIGKILL
   after five seconds) and waits for it to exit, so the result arrives with a return code.
+  Only that child: processes it started in turn (a shell's children) are not signalled.
 
 Either way the registry awaits the body to quiescence: a result of ``ABORTED`` means "the
 body started, side effects were possible, and nothing it started is still running".

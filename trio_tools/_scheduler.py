@@ -78,7 +78,7 @@ class JournalEvent:
 
     ``kind`` is ``"call"`` (``result`` is ``None``) or ``"result"`` (``result`` is the
     committed :class:`ToolResult`).  The fields may be given positionally, in the order
-    ``JournalEvent(kind, call, result)`` of DESIGN.md.
+    ``JournalEvent(kind, call, result)``.
     """
 
     kind: Literal["call", "result"] = attrs.field(
@@ -379,7 +379,7 @@ class _CallReport:
         self._batch.changed.set()
 
     def dispatch_settled(self) -> None:
-        # The pool slot frees here, before post-execute (DESIGN.md §8); at most once.
+        # The pool slot frees here, before post-execute; at most once.
         if self._slot_held:
             self._slot_held = False
             self._batch.in_flight -= 1
