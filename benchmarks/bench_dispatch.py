@@ -13,6 +13,10 @@ P3      the same with ``timeout_policy()`` and a tool timeout               (rep
 P4      ``run_tool_calls``: 1,000 parallel no-op calls, per call            <= 2.0x
 P5      cancel -> all 10,000 in-flight calls returned their result          <= 1.5x
 P6      memory per in-flight call over a bare sleeping Trio task            <= 4 KiB
+P7      provider conversion of a 100-call step vs running that batch        <= 0.05x
+T1      P1 with one no-op instrument (``add_instrument``), vs P1            <= 1.05x
+T2      P1 traced by ``trio_tools.otel`` (SDK, recording), added us/call    (reported)
+A1      a signature tool vs the same tool with an attrs argument class      <= 1.05x
 ======  ==================================================================  ===========
 
 Floors:
@@ -22,6 +26,16 @@ Floors:
 * P5: ``nursery.cancel_scope.cancel()`` of a nursery of 10,000 tasks in
   ``trio.sleep_forever()``, until the nursery has exited.
 * P6: 10,000 tasks parked in ``trio.sleep_forever()`` (tracemalloc peak).
+* P7: ``run_tool_calls`` of the 100 calls themselves; the conversion is
+  ``tool_calls(message)`` plus ``tool_results(calls, outcome)`` of each
+  ``trio_tools.providers`` module (the worst of the three is the goal's ratio).
+* T1, T2: P1 itself, measured in the same rounds.  T2 uses the OpenTelemetry SDK's
+  ``TracerProvider`` with a ``SimpleSpanProcessor`` feeding an exporter that drops the spans
+  (so every span is recorded, ended and handed to the processor); it is skipped when the
+  SDK is not installed.
+* A1: ``registry.execute`` of ``read(args: ReadArgs, ctx)`` (an attrs class), against the
+  signature tool ``read(path: str, max_bytes: int = 65536, *, ctx)``; both get
+  ``{"path": "notes.txt", "max_bytes": 4096}``.
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
 timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
@@ -53,6 +67,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
@@ -70,7 +85,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -204,6 +219,45 @@ def staged_registry() -> ToolRegistry:
     return registry
 
 
+class NoopInstrument:
+    def call_started(self, exec: ToolExecution) -> None:
+        pass
+
+    def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
+        pass
+
+
+def instrumented_registry() -> ToolRegistry:
+    registry = plain_registry()
+    registry.add_instrument(NoopInstrument())
+    return registry
+
+
+def otel_registry() -> ToolRegistry | None:
+    """P1's registry traced by trio_tools.otel into the SDK, or ``None`` without the SDK."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            SimpleSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        import trio_tools.otel
+    except ImportError:
+        return None
+
+    class DropExporter(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(DropExporter()))
+    registry = plain_registry()
+    trio_tools.otel.instrument(registry, tracer_provider=provider)
+    return registry
+
+
 def timeout_registry() -> ToolRegistry:
     # An hour: the deadline is armed and disarmed on every call, but never fires.
     registry = plain_registry(timeout=3600.0)
@@ -320,12 +374,19 @@ async def bench_sequential(cfg: Config) -> None:
     source = CancelSource()
     signal = source.signal
     plain, staged, timed = plain_registry(), staged_registry(), timeout_registry()
-    for registry in (plain, staged, timed):
-        await check_ok(registry, signal)
+    instrumented, traced = instrumented_registry(), otel_registry()
+    for registry in (plain, staged, timed, instrumented, traced):
+        if registry is not None:
+            await check_ok(registry, signal)
     loops: dict[str, Loop] = {"floor": floor_loop, "bare": bare_loop}
+    if cfg.only & {"P1", "T1", "T2"}:
+        loops["P1"] = execute_loop(plain, signal)  # also the baseline of T1 and T2
     if "P1" in cfg.only:
-        loops["P1"] = execute_loop(plain, signal)
         loops["P1 prebuilt"] = prebuilt_loop(plain, signal)
+    if "T1" in cfg.only:
+        loops["T1"] = execute_loop(instrumented, signal)
+    if "T2" in cfg.only and traced is not None:
+        loops["T2"] = execute_loop(traced, signal)
     if "P2" in cfg.only:
         loops["P2"] = execute_loop(staged, signal)
         loops["P2 prebuilt"] = prebuilt_loop(staged, signal)
@@ -359,6 +420,93 @@ async def bench_sequential(cfg: Config) -> None:
     if "P3" in cfg.only:
         goal_line("P3", "execute no-op with timeout_policy, vs floor", samples.ratio("P3"), None)
         report("P3", "execute with timeout_policy")
+    if "T1" in cfg.only:
+        goal_line("T1", "execute with a no-op instrument, vs P1", samples.ratio("T1", "P1"), 1.05)
+        diag(
+            f"with instrument {us(samples.median('T1'))}/call, P1 {us(samples.median('P1'))}"
+            f"/call; CPU-time ratio {samples.cpu_ratio('T1', 'P1'):.2f}"
+        )
+    if "T2" in cfg.only:
+        if "T2" not in loops:
+            print("T2 execute traced by trio_tools.otel ... SKIP (opentelemetry-sdk not installed)")
+        else:
+            added = statistics.median(
+                a - b for a, b in zip(samples.wall["T2"], samples.wall["P1"], strict=True)
+            )
+            print(
+                f"T2 execute traced by trio_tools.otel (SDK, recording) added {us(added)}/call "
+                f"over P1, ratio {samples.ratio('T2', 'P1'):.2f} goal=none (reported)"
+            )
+            diag(
+                f"traced {us(samples.median('T2'))}/call; CPU-time ratio "
+                f"{samples.cpu_ratio('T2', 'P1'):.2f}"
+            )
+
+
+# ------------------------------------------------------------------------------------------
+# A1: a signature tool against the same tool written with an attrs class
+
+
+@attrs.frozen
+class ReadArgs:
+    path: str
+    max_bytes: int = 65536
+
+
+async def read_with_class(args: ReadArgs, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+async def read_with_signature(path: str, max_bytes: int = 65536, *, ctx: ToolRunContext) -> str:
+    """Reads nothing: the cost measured is the arguments' parsing and the call."""
+    return "ok"
+
+
+READ_ARGUMENTS = {"path": "notes.txt", "max_bytes": 4096}
+
+
+def read_loop(registry: ToolRegistry, name: str, signal: trio_tools.CancelSignal) -> Loop:
+    execute = registry.execute
+
+    async def loop(n: int) -> None:
+        for _ in range(n):
+            await execute(
+                ToolExecutionInput(
+                    call_id="call", name=name, arguments=READ_ARGUMENTS, signal=signal
+                )
+            )
+
+    return loop
+
+
+async def bench_signature(cfg: Config) -> None:
+    registry = ToolRegistry()
+    registry.tool(read_with_class, name="class")
+    registry.tool(read_with_signature, name="signature")
+    signal = CancelSource().signal
+    for name in ("class", "signature"):
+        result = await registry.execute(
+            ToolExecutionInput(call_id="check", name=name, arguments=READ_ARGUMENTS, signal=signal)
+        )
+        if result != OK_RESULT:
+            raise AssertionError(f"benchmark tool {name!r} misbehaves: {result!r}")
+    loops: dict[str, Loop] = {
+        "class": read_loop(registry, "class", signal),
+        "signature": read_loop(registry, "signature", signal),
+    }
+    samples = await run_rounds(cfg, loops, cfg.calls, min(cfg.chunk, cfg.calls))
+    goal_line(
+        "A1",
+        "execute a signature tool vs the same tool with an attrs argument class",
+        samples.ratio("signature", "class"),
+        1.05,
+    )
+    diag(
+        f"attrs class {us(samples.median('class'))}/call ({samples.spread('class')}); "
+        f"signature {us(samples.median('signature'))}/call ({samples.spread('signature')}); "
+        f"CPU-time ratio {samples.cpu_ratio('signature', 'class'):.2f}"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -646,6 +794,86 @@ async def bench_memory(cfg: Config) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# P7: converting a step's calls and outcome for a model API
+
+
+def model_messages(size: int) -> dict[str, object]:
+    """What each API's model turn with ``size`` calls looks like, as plain dicts."""
+    ids = [f"call_{i}" for i in range(size)]
+    return {
+        "openai_chat": {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "noop", "arguments": "{}"}}
+                for cid in ids
+            ],
+        },
+        "openai_responses": [
+            {"type": "function_call", "call_id": cid, "name": "noop", "arguments": "{}"}
+            for cid in ids
+        ],
+        "anthropic": {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": cid, "name": "noop", "input": {}} for cid in ids
+            ],
+        },
+    }
+
+
+async def bench_providers(cfg: Config) -> None:
+    from trio_tools.providers import anthropic, openai_chat, openai_responses
+
+    modules: dict[str, Any] = {
+        "openai_chat": openai_chat,
+        "openai_responses": openai_responses,
+        "anthropic": anthropic,
+    }
+    size = 100
+    signal = CancelSource().signal
+    registry = plain_registry(safe=True)
+    messages = model_messages(size)
+    calls = openai_chat.tool_calls(messages["openai_chat"])
+    outcome = await trio_tools.run_tool_calls(registry, calls, signal=signal)
+    for name, module in modules.items():
+        converted = module.tool_results(module.tool_calls(messages[name]), outcome)
+        if not converted:
+            raise AssertionError(f"{name} conversion misbehaves")
+
+    async def batches(n: int) -> None:
+        for _ in range(max(1, n // size)):
+            await trio_tools.run_tool_calls(registry, calls, signal=signal, max_parallel=size)
+
+    def converter(name: str) -> Loop:
+        module, message = modules[name], messages[name]
+
+        async def loop(n: int) -> None:
+            for _ in range(max(1, n // size)):
+                module.tool_results(module.tool_calls(message), outcome)
+
+        return loop
+
+    loops: dict[str, Loop] = {"floor": batches}
+    loops.update({name: converter(name) for name in modules})
+    chunk = min(cfg.calls, 10 * size)
+    samples = await run_rounds(cfg, loops, max(chunk, cfg.calls // 5), chunk)
+    worst = max(modules, key=samples.ratio)
+    goal_line(
+        "P7",
+        f"tool_calls + tool_results of a {size}-call step ({worst}, the worst), "
+        f"vs run_tool_calls of it",
+        samples.ratio(worst),
+        0.05,
+    )
+    diag(f"run_tool_calls of {size} calls: {us(samples.median('floor') * size)}/batch")
+    for name in modules:
+        diag(
+            f"{name}: {us(samples.median(name) * size)}/step, ratio {samples.ratio(name):.3f}, "
+            f"CPU-time ratio {samples.cpu_ratio(name):.3f}"
+        )
+
+
+# ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,7 +887,7 @@ def main(argv: list[str] | None = None) -> int:
         f"batch={cfg.batch} inflight={cfg.inflight}"
         + ("  [--quick: smoke run, numbers are not meaningful]" if cfg.quick else "")
     )
-    if cfg.only & {"P1", "P2", "P3"}:
+    if cfg.only & {"P1", "P2", "P3", "T1", "T2"}:
         trio.run(bench_sequential, cfg)
     if "P4" in cfg.only:
         trio.run(bench_batch, cfg)
@@ -667,6 +895,10 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_cancel, cfg)
     if "P6" in cfg.only:
         trio.run(bench_memory, cfg)
+    if "P7" in cfg.only:
+        trio.run(bench_providers, cfg)
+    if "A1" in cfg.only:
+        trio.run(bench_signature, cfg)
     sys.stdout.flush()
     return 0
 

@@ -5,9 +5,9 @@ order (parallel reads side by side, an exclusive write alone), commits each resu
 order to a journal, and keeps that transcript balanced: every call gets exactly one result.
 
 * Step 1: two reads run side by side, then the write runs alone.
-* Step 2: a slow search, a fetch that overruns its 1 s ``timeout`` (``TOOL_TIMEOUT``, from
-  ``timeout_policy()``), a read of a missing file (a tool error is just a result), and a
-  write waiting for its turn.  The user presses stop 3 s into the step: the search is
+* Step 2: a slow search, a fetch that overruns its 1 s ``timeout`` (``TOOL_TIMEOUT``: the
+  registry enforces each tool's timeout), a read of a missing file (a tool error is just a
+  result), and a write waiting for its turn.  The user presses stop 3 s into the step: the search is
   ``ABORTED`` (its body ran) and the write, which never started, gets a synthetic
   ``ABORTED_BEFORE_DISPATCH`` result.  The fetch and the read finished early, but their
   results are committed after the search's: in model order.
@@ -36,59 +36,46 @@ FILES = {
 }
 
 
-@attrs.frozen
-class ReadArgs:
-    path: str
-
-
-@attrs.frozen
-class WriteArgs:
-    path: str
-    text: str
-
-
-@attrs.frozen
-class SearchArgs:
-    query: str
-
-
-@attrs.frozen
-class FetchArgs:
-    url: str
-
-
 def build_registry() -> trio_tools.ToolRegistry:
     registry = trio_tools.ToolRegistry()
-    registry.add_around_execute(trio_tools.timeout_policy())
 
     @registry.tool(concurrency_safe=True)
-    async def read_file(args: ReadArgs, ctx: trio_tools.ToolRunContext) -> str:
-        """Read a text file."""
+    async def read_file(path: str) -> str:
+        """Read a text file.
+
+        Args:
+            path: The file, relative to the workspace.
+        """
         await trio.sleep(0.2)
-        if args.path not in FILES:
-            raise FileNotFoundError(f"no such file: {args.path}")
-        return FILES[args.path]
+        if path not in FILES:
+            raise FileNotFoundError(f"no such file: {path}")
+        return FILES[path]
 
     @registry.tool  # not concurrency-safe: runs alone
-    async def write_file(args: WriteArgs, ctx: trio_tools.ToolRunContext) -> str:
-        """Write a text file."""
+    async def write_file(path: str, text: str) -> str:
+        """Write a text file.
+
+        Args:
+            path: The file, relative to the workspace.
+            text: Its new content.
+        """
         await trio.sleep(0.1)
-        FILES[args.path] = args.text
-        return f"wrote {len(args.text)} characters to {args.path}"
+        FILES[path] = text
+        return f"wrote {len(text)} characters to {path}"
 
     @registry.tool(concurrency_safe=True, timeout=30)
-    async def search(args: SearchArgs, ctx: trio_tools.ToolRunContext) -> str:
+    async def search(query: str, *, ctx: trio_tools.ToolRunContext) -> str:
         """Search four shards, slowly."""
         for shard in range(1, 5):
             await trio.sleep(2)
             ctx.report_progress(f"searched shard {shard}/4")
-        return f"3 hits for {args.query!r}"
+        return f"3 hits for {query!r}"
 
     @registry.tool(concurrency_safe=True, timeout=1)
-    async def fetch_url(args: FetchArgs, ctx: trio_tools.ToolRunContext) -> str:
+    async def fetch_url(url: str) -> str:
         """Fetch a web page (this server takes 5 s)."""
         await trio.sleep(5)
-        return f"<html>{args.url}</html>"
+        return f"<html>{url}</html>"
 
     return registry
 
@@ -129,10 +116,9 @@ STOP_AFTER = 3.0
 
 
 def describe(result: trio_tools.ToolResult) -> str:
-    text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
     code = result.code or "OK"
     synthetic = " (synthetic)" if result.synthetic else ""
-    return f"{code}{synthetic}: {text!r}"
+    return f"{code}{synthetic}: {result.text!r}"
 
 
 @attrs.define

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import attrs
 import trio
 
 import trio_tools
@@ -51,34 +50,22 @@ async def trace_start(
 
 def trace_result(exec: trio_tools.ToolExecution, result: trio_tools.ToolResult) -> None:
     """Result observer: every call's one final result, children before their parent."""
-    text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-    print(f"{'  ' * depth_of(exec)}result {exec.call_id}: {result.code or 'OK'}  {text}")
+    print(f"{'  ' * depth_of(exec)}result {exec.call_id}: {result.code or 'OK'}  {result.text}")
 
 
 registry.add_pre_execute(trace_start)
 registry.add_observer(trace_result)
 
 
-@attrs.frozen
-class FetchArgs:
-    url: str
-    seconds: float
-
-
 @registry.tool(concurrency_safe=True)
-async def fetch(args: FetchArgs, ctx: trio_tools.ToolRunContext) -> str:
+async def fetch(url: str, seconds: float) -> str:
     """Fetch a page (this demo just takes its time)."""
-    await trio.sleep(args.seconds)
-    return f"<{args.url}: {args.seconds:g}s>"
-
-
-@attrs.frozen
-class ResearchArgs:
-    topic: str
+    await trio.sleep(seconds)
+    return f"<{url}: {seconds:g}s>"
 
 
 @registry.tool
-async def research(args: ResearchArgs, ctx: trio_tools.ToolRunContext) -> str:
+async def research(topic: str, *, ctx: trio_tools.ToolRunContext) -> str:
     """Research a topic by fetching a few pages at once."""
     pages = [("wiki", 0.1), ("news", 0.2), ("archive", 0.6)]
     results: list[trio_tools.ToolResult | None] = [None] * len(pages)
@@ -87,7 +74,7 @@ async def research(args: ResearchArgs, ctx: trio_tools.ToolRunContext) -> str:
         nested = trio_tools.ToolExecutionInput(
             call_id=f"{ctx.call_id}/{site}",
             name="fetch",
-            arguments={"url": f"https://{site}.example/{args.topic}", "seconds": seconds},
+            arguments={"url": f"https://{site}.example/{topic}", "seconds": seconds},
             signal=ctx.signal,  # the outer call's lifetime
             parent=ctx.token,  # the outer call's identity
             agent=ctx.agent,
@@ -98,7 +85,7 @@ async def research(args: ResearchArgs, ctx: trio_tools.ToolRunContext) -> str:
         for index, (site, seconds) in enumerate(pages):
             nursery.start_soon(fetch_one, index, site, seconds)
     ok = [r for r in results if r is not None and not r.is_error]
-    return f"{len(ok)} of {len(pages)} pages about {args.topic}"
+    return f"{len(ok)} of {len(pages)} pages about {topic}"
 
 
 async def press_stop_later(source: trio_tools.CancelSource, delay: float) -> None:

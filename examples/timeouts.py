@@ -1,7 +1,8 @@
 """Per-tool timeouts: async, thread and subprocess tools all stop cleanly at their deadline.
 
-``timeout_policy()`` narrows each call's signal to the tool's ``timeout``; the registry runs
-the body inside a cancel scope bound to that signal.  So the deadline reaches:
+The registry enforces each tool's ``timeout`` by itself (``ToolRegistry(enforce_timeouts=True)``,
+the default): it narrows the call's signal to the deadline and runs the body inside a cancel
+scope bound to that signal.  So the deadline reaches:
 
 * plain async code at its next checkpoint;
 * a worker thread through ``trio.from_thread.check_cancelled()`` (the registry waits for the
@@ -27,7 +28,6 @@ TIMEOUT = 0.25
 """Seconds each tool may run; every tool below would otherwise run for a minute."""
 
 registry = trio_tools.ToolRegistry()
-registry.add_around_execute(trio_tools.timeout_policy())
 
 # What each tool left behind, reported after its call returned.
 thread_stopped = threading.Event()
@@ -35,7 +35,7 @@ processes: list[trio.Process] = []
 
 
 @registry.tool(timeout=TIMEOUT)
-async def slow_search(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def slow_search() -> str:
     """Async code: cancelled at its next checkpoint."""
     await trio.sleep(60)
     return "found it"
@@ -54,14 +54,14 @@ def _crunch() -> int:
 
 
 @registry.tool(timeout=TIMEOUT)
-async def crunch_numbers(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def crunch_numbers() -> str:
     """A worker thread that polls for cancellation between steps."""
     total = await trio.to_thread.run_sync(_crunch)  # awaited, never abandoned
     return str(total)
 
 
 @registry.tool(timeout=TIMEOUT)
-async def run_script(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def run_script() -> str:
     """A child process: killed at the deadline and waited for."""
     command = [sys.executable, "-c", "import time; time.sleep(60)"]
     async with trio.open_nursery() as nursery:
@@ -79,10 +79,7 @@ async def main() -> None:
         start = trio.current_time()
         result = await registry.execute(call)
         elapsed = trio.current_time() - start
-        text = " ".join(
-            block.text for block in result.content if isinstance(block, trio_tools.TextBlock)
-        )
-        print(f"{name:<15} {result.code}  after {elapsed:.2f}s  {text}")
+        print(f"{name:<15} {result.code}  after {elapsed:.2f}s  {result.text}")
     print(f"worker thread stopped: {thread_stopped.is_set()}")
     print(f"child process exit code: {processes[0].returncode}")
 

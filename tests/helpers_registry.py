@@ -123,8 +123,8 @@ def note(text: str) -> AdditionalContext:
 class Harness:
     """A registry, the caller's cancel source and an observer recording every publication."""
 
-    def __init__(self) -> None:
-        self.registry = ToolRegistry()
+    def __init__(self, registry: ToolRegistry | None = None) -> None:
+        self.registry = ToolRegistry() if registry is None else registry
         self.source = CancelSource()
         self.published: list[ToolResult] = []
         self.executions: list[ToolExecution] = []

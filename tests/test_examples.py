@@ -33,21 +33,24 @@ class Run:
 EXPECTED: dict[str, list[Run]] = {
     "approval.py": [
         Run(
-            stdin=b"y\nn\n",
+            stdin=b"y\nn\na\n",
             keep_stdin_open=True,
             expected=(
+                '  delete_file {"path":"notes.txt"}',
                 "-> OK: deleted notes.txt",
                 '-> DENIED: Error: the user rejected tool "delete_file"',
+                "-> OK: deleted draft.txt",
+                '  delete_file {"path":"old.log"}: allowed (always)',
                 "(interrupted: the user pressed stop)",
                 "-> ABORTED_BEFORE_DISPATCH: Error: tool call aborted before dispatch",
-                "files the tool body actually deleted: ['notes.txt']",
+                "what the tool bodies actually deleted: ['notes.txt', 'draft.txt', 'old.log']",
             ),
         ),
         Run(
             stdin=b"",  # end of input at once: the approver answers "cancelled"
             expected=(
                 '-> DENIED: Error: approval for tool "delete_file" was cancelled',
-                "files the tool body actually deleted: []",
+                "what the tool bodies actually deleted: []",
             ),
         ),
     ],
@@ -55,10 +58,16 @@ EXPECTED: dict[str, list[Run]] = {
         Run(
             expected=(
                 "crunch_numbers  ABORTED  Error: tool call aborted",
+                "count_words     ABORTED  Error: tool call aborted",
                 "run_script      ABORTED  Error: tool call aborted",
                 "[thread] exiting",
+                "[sync tool thread] exiting",
                 "thread exited before the result: True",
-                "child process waited for: returncode=-15 (SIGTERM)",
+                "sync tool's thread exited before the result: True",
+                "[run_command] $ bash -c",
+                "[stopped before it finished: the user pressed stop; killed by SIGTERM]",
+                "[child] group",
+                "processes of the script's group still running: 0",
                 "DEADLINE_EXCEEDED",
             )
         )
@@ -81,10 +90,36 @@ EXPECTED: dict[str, list[Run]] = {
             expected=(
                 "run_tool_calls returned; aborted=True",
                 "result  call-4 ABORTED_BEFORE_DISPATCH (synthetic)",
+                "run_tool_calls returned; aborted=True; reason: "
+                "CancelReason(code='CANCELLED', message='the user pressed Ctrl+C')",
                 "KeyboardInterrupt propagated out of trio.run",
                 "result  call-2 ABORTED",
                 "result  call-5 ABORTED_BEFORE_DISPATCH (synthetic)",
                 "the journal is balanced",
+            )
+        )
+    ],
+    "openai_agent.py": [
+        Run(
+            expected=(
+                'model calls get_weather({"city":"Lyon"})',  # the strict null was dropped
+                "  call_1 -> OK: Sunny in Lyon, 21 degrees celsius",
+                "  call_2 -> OK: screenshot of https://example.org",
+                "  call_3 -> OK: Sunny in Paris, 21 degrees fahrenheit",
+                "model: Done. I saw 3 tool results and 1 image(s).",
+                "requests the fake API received: 3, rejected: 0",
+            )
+        )
+    ],
+    "anthropic_agent.py": [
+        Run(
+            expected=(
+                "  toolu_1 -> OK",
+                "[the user presses stop]",
+                "  toolu_2 -> ABORTED",
+                "  toolu_3 -> ABORTED_BEFORE_DISPATCH (synthetic)",
+                "model: Stopped, as you asked. Two searches ran; nothing was saved.",
+                "requests the fake API received: 3, rejected: 0",
             )
         )
     ],

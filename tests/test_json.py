@@ -16,9 +16,10 @@ import pytest
 from helpers_registry import TOOL, Harness, not_json_arguments, not_json_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import json_values
 
 from trio_tools import ToolOutput, ToolRunContext, define_tool
-from trio_tools._json import MAX_DEPTH, FrozenDict, NotJSONError, freeze, to_compact_json
+from trio_tools._json import MAX_DEPTH, FrozenDict, NotJSONError, freeze, thaw, to_compact_json
 
 DEEP = 100_000
 
@@ -71,32 +72,6 @@ def nested_dicts(depth: int) -> dict[str, Any]:
     for _ in range(depth - 1):
         value = {"k": value}
     return value
-
-
-def thaw(value: object) -> object:
-    """The plain-JSON (list/dict) form of a frozen value, iteratively enough for tests."""
-    if isinstance(value, tuple):
-        return [thaw(item) for item in value]
-    if isinstance(value, dict):
-        return {key: thaw(item) for key, item in value.items()}
-    return value
-
-
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=-(10**40), max_value=10**40)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=5), children, max_size=5)
-    ),
-    max_leaves=30,
-)
 
 
 # --------------------------------------------------------------------------------------

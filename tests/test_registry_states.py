@@ -52,7 +52,8 @@ class RegistryStates(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.registry = ToolRegistry()
+        # One long-lived registry per enforce_timeouts setting: a scenario's must match.
+        self.registries = {flag: ToolRegistry(enforce_timeouts=flag) for flag in (True, False)}
         self.session = CancelSource()
 
     def _check(self, scenario: Scenario, run: ScenarioRun) -> None:
@@ -63,13 +64,15 @@ class RegistryStates(RuleBasedStateMachine):
     @rule(scenario=scenarios())
     def call_with_its_own_signal(self, scenario: Scenario) -> None:
         """A call whose caller owns a fresh signal."""
-        self._check(scenario, run_scenario_sync(scenario, registry=self.registry))
+        registry = self.registries[scenario.enforce_timeouts]
+        self._check(scenario, run_scenario_sync(scenario, registry=registry))
 
     @rule(scenario=scenarios())
     def call_with_the_session_signal(self, scenario: Scenario) -> None:
         """A call on the shared signal: pre-aborted if an earlier call cancelled it."""
         scenario = attrs.evolve(scenario, pre_cancelled=self.session.signal.cancelled)
-        run = run_scenario_sync(scenario, registry=self.registry, source=self.session)
+        registry = self.registries[scenario.enforce_timeouts]
+        run = run_scenario_sync(scenario, registry=registry, source=self.session)
         self._check(scenario, run)
 
     @rule(batch=concurrent_scenarios())
@@ -88,7 +91,10 @@ class RegistryStates(RuleBasedStateMachine):
 
             async def one(index: int) -> None:
                 runs[index] = await run_scenario(
-                    batch[index], registry=ToolRegistry(), source=self.session, isolated=False
+                    batch[index],
+                    registry=ToolRegistry(enforce_timeouts=batch[index].enforce_timeouts),
+                    source=self.session,
+                    isolated=False,
                 )
 
             async with trio.open_nursery() as nursery:
@@ -115,7 +121,8 @@ class RegistryStates(RuleBasedStateMachine):
 
     @invariant()
     def the_registry_is_empty_again(self) -> None:
-        assert () == self.registry.schemas()
+        for registry in self.registries.values():
+            assert () == registry.schemas()
 
 
 TestRegistryStates = RegistryStates.TestCase
@@ -236,8 +243,18 @@ _MODEL_EXAMPLES: list[tuple[str, Scenario, str | None]] = [
         None,
     ),
     (
-        "a tool timeout without the policy is not enforced",
+        "a tool timeout without the policy is not enforced when the registry does not",
+        Scenario(where="body", how="timeout", tool_timeout=True, enforce_timeouts=False),
+        None,
+    ),
+    (
+        "the registry enforces a tool timeout by itself, innermost",
         Scenario(where="body", how="timeout", tool_timeout=True),
+        "TOOL_TIMEOUT",
+    ),
+    (
+        "the registry's own policy is inside the wrapper: a wrapper's wait is not timed",
+        Scenario(where="wrapper_after", how="timeout", wrapper="pass", tool_timeout=True),
         None,
     ),
     (

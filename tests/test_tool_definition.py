@@ -146,12 +146,21 @@ def test_without_an_argument_type_the_tool_is_raw(body: Any) -> None:
     assert "" == definition.description
 
 
-def test_a_body_without_parameters_is_rejected() -> None:
+def test_a_body_without_parameters_is_a_signature_tool_without_arguments() -> None:
     async def nothing() -> str:
         return ""
 
-    with pytest.raises(TypeError, match="args, ctx"):
-        define_tool(nothing)
+    definition = define_tool(nothing)
+
+    assert {"type": "object", "properties": {}, "required": ()} == definition.parameters
+
+
+def test_an_explicit_argument_type_needs_a_body_taking_args_and_ctx() -> None:
+    async def nothing() -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"tool 'nothing'.*must take \(args, ctx\)"):
+        define_tool(nothing, args=ReadArgs)
 
 
 @pytest.mark.parametrize("timeout", [1, 0.5, 3600, None])
@@ -492,3 +501,154 @@ def test_a_partial_body_needs_a_name_and_keeps_its_argument_type() -> None:
         define_tool(body)
     definition = define_tool(body, name="read")
     assert ("read", _PartialArgs) == (definition.name, definition.args)
+
+
+# --------------------------------------------------------------------------------------
+# Issue 11, item 2: an argument class whose constructor raises is INVALID_ARGS at `$`
+
+
+@attrs.frozen
+class PostInitKeyError:
+    a: int
+
+    def __attrs_post_init__(self) -> None:
+        raise KeyError("no such key")
+
+
+def _raise_key_error(instance: object, attribute: object, value: object) -> None:
+    raise KeyError("validator lookup")
+
+
+@attrs.frozen
+class ValidatorKeyError:
+    a: int = attrs.field(validator=_raise_key_error)
+
+
+@dataclasses.dataclass(frozen=True)
+class PostInitRuntimeError:
+    a: int
+
+    def __post_init__(self) -> None:
+        raise RuntimeError("refused by __post_init__")
+
+
+@dataclasses.dataclass(frozen=True)
+class PostInitValueError:
+    a: int
+
+    def __post_init__(self) -> None:
+        raise ValueError("a must be even")
+
+
+@pytest.mark.parametrize(
+    ("args", "violation"),
+    [
+        (PostInitKeyError, "$: 'no such key'"),
+        (ValidatorKeyError, "$: 'validator lookup'"),
+        (PostInitRuntimeError, "$: refused by __post_init__"),
+        (PostInitValueError, "$: a must be even"),
+    ],
+    ids=["attrs-post-init", "attrs-validator", "dataclass-runtime-error", "value-error"],
+)
+async def test_a_raising_argument_constructor_is_invalid_args_at_the_root(
+    args: type, violation: str
+) -> None:
+    h = Harness()
+    received = _register_typed(h, args)
+
+    result = await h.execute(arguments={"a": 1})
+
+    assert invalid(violation) == result
+    assert [] == received
+
+
+@attrs.frozen
+class HoldsRaising:
+    inner: PostInitRuntimeError
+    b: int
+
+
+async def test_a_raising_nested_constructor_is_reported_with_the_other_violations() -> None:
+    h = Harness()
+    _register_typed(h, HoldsRaising)
+
+    result = await h.execute(arguments={"inner": {"a": 1}, "b": "x"})
+
+    assert invalid("$.inner: refused by __post_init__", "$.b: expected int, got str") == result
+
+
+def test_execution_mode_of_a_raising_argument_class_is_exclusive_not_an_exception() -> None:
+    registry = ToolRegistry()
+    registry.register(
+        define_tool(raw_object, name=TOOL, args=PostInitKeyError, concurrency_safe=lambda a: True)
+    )
+
+    assert "exclusive" == registry.execution_mode(Harness().input(arguments={"a": 1}))
+
+
+# --------------------------------------------------------------------------------------
+# Issue 11, item 8: every violation inside dicts, fixed tuples and sets, with a real path
+
+
+@attrs.frozen
+class Containers:
+    scores: dict[str, int]
+    pair: tuple[int, str]
+    tags: set[int]
+    people: dict[str, Item]
+    frozen: frozenset[str] = frozenset()
+
+
+async def test_violations_inside_dicts_tuples_and_sets_have_real_json_paths() -> None:
+    h = Harness()
+    _register_typed(h, Containers)
+
+    result = await h.execute(
+        arguments={
+            "scores": {"alice": "ten", "bob": 2, "carol": None, "d e": 1.5},
+            "pair": [1, 2],
+            "tags": [1, "two", 3, None],
+            "people": {"ann": {"name": "Ann"}, "ben": {"count": 1}, "cy": {"name": 3}},
+            "frozen": ["a", 1],
+        }
+    )
+
+    assert (
+        invalid(
+            "$.scores.alice: expected int, got str",
+            "$.scores.carol: expected int, got null",
+            '$.scores["d e"]: expected int, got float',
+            "$.pair[1]: expected str, got int",
+            "$.tags[1]: expected int, got str",
+            "$.tags[3]: expected int, got null",
+            "$.people.ben.name: missing required field",
+            "$.people.cy.name: expected str, got int",
+            "$.frozen[1]: expected str, got int",
+        )
+        == result
+    )
+
+
+async def test_a_fixed_tuple_of_the_wrong_length_says_so_at_its_path() -> None:
+    h = Harness()
+    _register_typed(h, Containers)
+
+    result = await h.execute(
+        arguments={"scores": {}, "pair": [1], "tags": [], "people": {}, "frozen": []}
+    )
+
+    assert invalid("$.pair: expected array of length 2, got 1") == result
+
+
+async def test_a_signature_tools_dict_values_have_real_json_paths() -> None:
+    h = Harness()
+
+    @h.registry.tool(name=TOOL)
+    async def body(scores: dict[str, int], pair: tuple[int, str] = (0, "")) -> str:
+        return "ok"
+
+    result = await h.execute(arguments={"scores": {"alice": "x"}, "pair": ["a", "b"]})
+
+    assert invalid("$.scores.alice: expected int, got str", "$.pair[0]: expected int, got str") == (
+        result
+    )

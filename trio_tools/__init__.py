@@ -5,6 +5,9 @@ binds it onto Trio cancel scopes, awaits started work to quiescence, and returns
 frozen :class:`ToolResult` per call, whose code says whether the body ran.
 """
 
+from ._command import CommandResult as CommandResult
+from ._command import run_command as run_command
+from ._console import console_approver as console_approver
 from ._decisions import Accept as Accept
 from ._decisions import Allow as Allow
 from ._decisions import ApprovalAnswer as ApprovalAnswer
@@ -19,6 +22,7 @@ from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
 from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._instrument import Instrument as Instrument
 from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
 from ._registry import Guard as Guard
@@ -54,6 +58,7 @@ from ._scheduler import JournalEvent as JournalEvent
 from ._scheduler import MemoryJournal as MemoryJournal
 from ._scheduler import ToolCall as ToolCall
 from ._scheduler import run_tool_calls as run_tool_calls
+from ._sigint import open_sigint_cancel as open_sigint_cancel
 from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
@@ -91,6 +96,7 @@ __all__ = [
     "CancelReason",
     "CancelSignal",
     "CancelSource",
+    "CommandResult",
     "ContentBlock",
     "Deny",
     "ErrorInfo",
@@ -98,6 +104,7 @@ __all__ = [
     "Guard",
     "Halt",
     "ImageBlock",
+    "Instrument",
     "Journal",
     "JournalEvent",
     "MemoryJournal",
@@ -118,8 +125,11 @@ __all__ = [
     "ToolResult",
     "ToolRunContext",
     "ToolSchema",
+    "console_approver",
     "define_tool",
+    "open_sigint_cancel",
     "open_signal",
+    "run_command",
     "run_tool_calls",
     "timeout_policy",
 ]

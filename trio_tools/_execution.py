@@ -105,6 +105,7 @@ class _Run:
         "name",
         "on_progress",
         "parent",
+        "parsed",
         "settled",
         "stages",
     )
@@ -130,6 +131,8 @@ class _Run:
         self._token: ExecutionToken | None = None
         self._execution: ToolExecution | None = None
         self.arguments: object = None
+        # The arguments parsed for the definition, once validated.
+        self.parsed: object = None
         self.body_invoked = False
         self.settled = False
         self.body_contexts: tuple[AdditionalContext, ...] = ()
@@ -152,7 +155,10 @@ class _Run:
         """The call's one read-only view, shared by every stage that gets one."""
         view = self._execution
         if view is None:
-            view = self._execution = ToolExecution._create(self)
+            # What ``ToolExecution._create(self)`` does, without the metaclass call: every
+            # instrumented call makes this view, and this halves its cost.
+            view = self._execution = object.__new__(ToolExecution)
+            view._run = self
         return view
 
 
@@ -252,6 +258,11 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
     ``signal`` is the fused signal: it fires when the caller's signal or any wrapper's
     narrowed signal fires.  The body already runs inside a cancel scope bound to it, so
     cooperative Trio code needs no extra effort; pass it on to nested calls and threads.
+
+    Every method also works from a worker thread started by Trio (a sync tool's thread, or
+    ``trio.to_thread.run_sync`` in an async body): it hops to the Trio thread with
+    ``trio.from_thread.run_sync`` and runs there.  :meth:`check_cancelled` is for such
+    threads only.
     """
 
     __slots__ = ("_nursery", "_signal")
@@ -266,6 +277,26 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         """The fused signal of this call's body."""
         return self._signal
 
+    def check_cancelled(self) -> None:
+        """In a sync tool's worker thread: raise ``trio.Cancelled`` once the call's signal
+        has fired (``trio.from_thread.check_cancelled()``).
+
+        A sync body is never abandoned: calling this between steps is how it stops early.
+        Letting the ``Cancelled`` propagate makes the call ``ABORTED`` (or ``TOOL_TIMEOUT``
+        past the tool's deadline).
+
+        Raises:
+            trio.Cancelled: the call was cancelled.
+            RuntimeError: called from the Trio thread (an async body observes cancellation
+                at its checkpoints), or from a thread Trio did not start.
+        """
+        if trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                "ctx.check_cancelled() is for sync tools, in their worker thread; an async "
+                "body is cancelled at its next checkpoint"
+            )
+        trio.from_thread.check_cancelled()
+
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         """Start ``fn(*args)`` in the call's own nursery.
 
@@ -274,6 +305,12 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         failure (so is a ``trio.Cancelled`` it raises while no scope around it was
         cancelled).
         """
+        if not trio.lowlevel.in_trio_run():
+            trio.from_thread.run_sync(self._start_soon, fn, args)
+            return
+        self._start_soon(fn, args)
+
+    def _start_soon(self, fn: Callable[..., Awaitable[object]], args: tuple[object, ...]) -> None:
         self._nursery.start_soon(_run_guarded, fn, args, name=fn)
 
     def defer_context(self, ctx: AdditionalContext) -> None:
@@ -285,6 +322,9 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         """
         if not isinstance(ctx, AdditionalContext):
             raise TypeError(f"defer_context() takes an AdditionalContext, got {ctx!r}")
+        if not trio.lowlevel.in_trio_run():
+            trio.from_thread.run_sync(self.defer_context, ctx)
+            return
         run = self._run
         if run.settled:
             raise RuntimeError("defer_context() called after the tool call settled")
@@ -293,12 +333,17 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
     def report_progress(self, progress: object) -> None:
         """Pass ``progress`` to the caller's ``on_progress`` while the body runs.
 
-        Reports after the body settled are dropped; a raising receiver is logged.
+        Reports after the body settled are dropped; a raising receiver is logged.  The
+        receiver always runs in the Trio thread: called from a worker thread, this hops
+        there (and returns once the receiver has run).
         """
         run = self._run
         receiver = run.on_progress
         # Only while the body runs: invoked, and its dispatch not yet settled.
         if receiver is None or not run.body_invoked or run.settled:
+            return
+        if not trio.lowlevel.in_trio_run():
+            trio.from_thread.run_sync(self.report_progress, progress)
             return
         try:
             receiver(progress)
@@ -307,12 +352,18 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
 
     def conclude_turn(self) -> None:
         """Mark the result as concluding the agent's turn (kept on a successful result only)."""
+        if not trio.lowlevel.in_trio_run():
+            trio.from_thread.run_sync(self.conclude_turn)
+            return
         self._run.concludes = True
 
     def halt_turn(self, reason: str) -> None:
         """Put ``Halt(reason)`` on this call's result; the first halt of the call wins."""
         if not isinstance(reason, str):
             raise TypeError(f"halt_turn() takes a str reason, got {reason!r}")
+        if not trio.lowlevel.in_trio_run():
+            trio.from_thread.run_sync(self.halt_turn, reason)
+            return
         run = self._run
         if run.halt is None:
             run.halt = Halt(reason)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-__all__ = ["MAX_DEPTH", "FrozenDict", "NotJSONError", "freeze", "to_compact_json"]
+__all__ = ["MAX_DEPTH", "FrozenDict", "NotJSONError", "freeze", "thaw", "to_compact_json"]
 
 #: Deepest accepted nesting of arrays and objects.  Deeper values are rejected as not
 #: losslessly JSON: Python's own ``==``, ``hash``, ``repr`` and ``json`` recurse on nested
@@ -217,3 +217,17 @@ def _encode(value: object, out: list[str]) -> None:
         out.append("}")
     else:
         out.append(json.dumps(value, allow_nan=False))
+
+
+def thaw(value: object) -> object:
+    """The plain-JSON form of a frozen value: tuples as ``list``, objects as ``dict``.
+
+    Always a fresh copy of the containers, so the caller may mutate it.  The depth of a
+    frozen value is bounded by :data:`MAX_DEPTH`, so the recursion is safe.
+    """
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [thaw(item) for item in cast("tuple[object, ...]", value)]
+    if kind is FrozenDict or kind is dict:
+        return {key: thaw(item) for key, item in cast("dict[str, object]", value).items()}
+    return value

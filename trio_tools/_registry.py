@@ -39,6 +39,7 @@ from ._execution import (
     ToolRunContext,
     _Run,
 )
+from ._instrument import Instrument, Instruments, check_instrument
 from ._json import NotJSONError, freeze, to_compact_json
 from ._results import (
     BLOCKED,
@@ -69,8 +70,10 @@ from ._results import (
     text_block,
 )
 from ._signal import _Link
+from ._timeout import TimeoutPolicy, is_timeout_policy
 from ._tool import (
     FinalizeContent,
+    Timeout,
     ToolBody,
     ToolDefinition,
     ToolSchema,
@@ -113,7 +116,11 @@ Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
 """``async approver(request) -> "granted" | "rejected" | "cancelled"``."""
 
 _ALLOW = Allow()
+_ASK = Ask()
+_NOT_STARTED = object()  # the instruments' state until they have started
 _ACCEPT = Accept()
+# The timeout policy a registry that enforces timeouts applies innermost.
+_ENFORCED_TIMEOUTS = TimeoutPolicy()
 
 
 class _FinalResult(Exception):
@@ -184,7 +191,16 @@ class _Stages:
     (un)registering during a call affects later calls only, and entry costs one load.
     """
 
-    __slots__ = ("approver", "around", "guards", "observers", "post", "pre")
+    __slots__ = (
+        "approver",
+        "around",
+        "around_timed",
+        "guards",
+        "instruments",
+        "observers",
+        "post",
+        "pre",
+    )
 
     def __init__(
         self,
@@ -194,6 +210,8 @@ class _Stages:
         around: tuple[AroundWrapper, ...],
         post: tuple[PostExecuteHook, ...],
         observers: tuple[ResultObserver, ...],
+        around_timed: tuple[AroundWrapper, ...],
+        instruments: Instruments | None = None,
     ) -> None:
         self.pre = pre
         self.guards = guards
@@ -201,6 +219,11 @@ class _Stages:
         self.around = around
         self.post = post
         self.observers = observers
+        # The around chain of a tool with a timeout: ``around`` plus the registry's own
+        # timeout policy innermost, unless it does not enforce timeouts or a timeout
+        # policy was added explicitly (then ``around`` itself).
+        self.around_timed = around_timed
+        self.instruments = instruments
 
 
 class _Stage:
@@ -220,6 +243,10 @@ class _Stage:
     def add(self, fn: object) -> Registration:
         if not callable(fn):
             raise TypeError(f"{self.name} must be callable, got {fn!r}")
+        return self.add_checked(fn)
+
+    def add_checked(self, fn: object) -> Registration:
+        """:meth:`add` without the ``callable`` check (instruments are objects)."""
         key = object()
         self._set((*self._entries, (key, fn)))
 
@@ -335,26 +362,59 @@ class ToolRegistry:
     Middleware (pre-execute, around-execute, post-execute) runs in registration order, the
     first registered outermost.  Every registration method returns a :class:`Registration`
     that undoes it.
+
+    Args:
+        thread_limiter: bounds the worker threads of sync tool bodies (bodies that are not
+            coroutine functions run in ``trio.to_thread.run_sync(..., limiter=...,
+            abandon_on_cancel=False)``); ``None`` uses Trio's default limiter.
+        enforce_timeouts: apply each tool's ``timeout`` with :func:`timeout_policy` as the
+            innermost around-execute step, right before dispatch, unless a
+            ``timeout_policy()`` was added explicitly (then at that position, once).
+            ``False``: without an explicit policy, ``timeout`` is only metadata.
+
+    Raises:
+        TypeError: ``thread_limiter`` is not a ``trio.CapacityLimiter`` or ``None``, or
+            ``enforce_timeouts`` is not a ``bool``.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        thread_limiter: trio.CapacityLimiter | None = None,
+        enforce_timeouts: bool = True,
+    ) -> None:
+        if thread_limiter is not None and not isinstance(thread_limiter, trio.CapacityLimiter):
+            raise TypeError(
+                f"thread_limiter must be a trio.CapacityLimiter or None, got {thread_limiter!r}"
+            )
+        if not isinstance(enforce_timeouts, bool):
+            raise TypeError(f"enforce_timeouts must be a bool, got {enforce_timeouts!r}")
+        self._thread_limiter = thread_limiter
+        self._enforce_timeouts = enforce_timeouts
         self._tools: dict[str, ToolDefinition[Any]] = {}
         self._pre = _Stage("a pre-execute hook", self._snapshot)
         self._around = _Stage("an around-execute wrapper", self._snapshot)
         self._post = _Stage("a post-execute hook", self._snapshot)
         self._observers = _Stage("a result observer", self._snapshot)
         self._guards = _Stage("a guard", self._snapshot)
+        self._instruments = _Stage("an instrument", self._snapshot)
         self._approver: Approver | None = None
-        self._stages = _Stages((), (), None, (), (), ())
+        self._snapshot()
 
     def _snapshot(self) -> None:
+        around: tuple[AroundWrapper, ...] = self._around.fns
+        timed = around
+        if self._enforce_timeouts and not any(is_timeout_policy(fn) for fn in around):
+            timed = (*around, _ENFORCED_TIMEOUTS)
         self._stages = _Stages(
             self._pre.fns,
             self._guards.fns,
             self._approver,
-            self._around.fns,
+            around,
             self._post.fns,
             self._observers.fns,
+            timed,
+            Instruments(self._instruments.fns) if self._instruments.fns else None,
         )
 
     def __repr__(self) -> str:
@@ -390,10 +450,25 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         args: type[ArgsT] | None = None,
-        timeout: float | None = None,
+        timeout: Timeout[ArgsT] = None,
         concurrency_safe: bool | Callable[[ArgsT], bool] = False,
+        requires_approval: bool | Callable[[ArgsT], bool] = False,
         finalize_content: FinalizeContent | None = None,
     ) -> ToolDefinition[ArgsT]: ...
+
+    @overload
+    def tool(
+        self,
+        fn: Callable[..., object],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: None = None,
+        timeout: Timeout[Any] = None,
+        concurrency_safe: bool | Callable[[Any], bool] = False,
+        requires_approval: bool | Callable[[Any], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> ToolDefinition[Any]: ...
 
     @overload
     def tool(
@@ -403,25 +478,27 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         args: type[Any] | None = None,
-        timeout: float | None = None,
+        timeout: Timeout[Any] = None,
         concurrency_safe: bool | Callable[[Any], bool] = False,
+        requires_approval: bool | Callable[[Any], bool] = False,
         finalize_content: FinalizeContent | None = None,
     ) -> _ToolDecorator: ...
 
     def tool(
         self,
-        fn: ToolBody[Any] | None = None,
+        fn: Callable[..., object] | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
         args: type[Any] | None = None,
-        timeout: float | None = None,
+        timeout: Timeout[Any] = None,
         concurrency_safe: bool | Callable[[Any], bool] = False,
+        requires_approval: bool | Callable[[Any], bool] = False,
         finalize_content: FinalizeContent | None = None,
     ) -> ToolDefinition[Any] | _ToolDecorator:
         """Decorator: :func:`define_tool` with the same options, then :meth:`register`."""
 
-        def build(body: ToolBody[Any]) -> ToolDefinition[Any]:
+        def build(body: Callable[..., object]) -> ToolDefinition[Any]:
             definition = define_tool(
                 body,
                 name=name,
@@ -429,6 +506,7 @@ class ToolRegistry:
                 args=args,
                 timeout=timeout,
                 concurrency_safe=concurrency_safe,
+                requires_approval=requires_approval,
                 finalize_content=finalize_content,
             )
             self.register(definition)
@@ -490,6 +568,17 @@ class ToolRegistry:
         """Add a synchronous ``guard(exec) -> reason | None``; runs after an ``Allow``."""
         return self._guards.add(guard)
 
+    def add_instrument(self, instrument: Instrument) -> Registration:
+        """Add an :class:`Instrument`: ``call_started(exec)`` and ``call_finished(exec,
+        result)`` for every call, including those that end before any stage runs and the
+        batch scheduler's synthetic results.
+
+        Raises:
+            TypeError: ``instrument`` lacks a callable ``call_started`` or ``call_finished``.
+        """
+        check_instrument(instrument)
+        return self._instruments.add_checked(instrument)
+
     def set_approver(self, approver: Approver | None) -> Registration:
         """Replace the approver (``None`` removes it); the registration restores nothing but
         removes this approver if it is still the current one."""
@@ -531,7 +620,18 @@ class ToolRegistry:
         # 1. Entry (synchronous): token, fields read once, definition, materialisation.
         run, finalize = self._enter(input)
         stages: _Stages = run.stages
+        instruments = stages.instruments
+        view: ToolExecution | None = None  # set when the call has instruments
+        started: object = _NOT_STARTED
         try:
+            if instruments is not None:
+                view = run.execution()
+                try:
+                    started = instruments.start(view)
+                except Exception:
+                    started = instruments.start_failed()
+                if started is not None:
+                    started = instruments.enter(started)
             try:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
@@ -542,16 +642,21 @@ class ToolRegistry:
                     raise _FinalResult(aborted(body_invoked=False))
                 # 3. Unknown tool / invalid arguments skip straight to post-execute.
                 args, result = self._resolve(run)
+                # Resolved whenever ``result`` is None (no run-time cast on this path).
+                definition: Any = run.definition
                 # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
-                if result is None and (stages.pre or stages.guards):
+                if result is None and (
+                    stages.pre or stages.guards or definition.requires_approval is not False
+                ):
                     result = await self._gate(run)
                 # 5. The around-execute chain, ending in dispatch of the body.
                 if result is None:
                     if hooks is not None:
                         hooks.gate_passed()
+                    wrappers = stages.around if definition.timeout is None else stages.around_timed
                     try:
-                        if stages.around:
-                            result = await self._around_execute(run, args)
+                        if wrappers:
+                            result = await self._around_execute(run, args, wrappers)
                         else:
                             result = await self._dispatch(run, args)
                     finally:
@@ -584,15 +689,38 @@ class ToolRegistry:
             fallback = self._finish(run, fallback, finalize)
             if hooks is not None:
                 hooks.published(fallback)
+            if view is not None and started is not _NOT_STARTED:
+                assert instruments is not None  # the view is made only for instruments
+                instruments.finish(started, view, fallback)
             if stages.observers:
                 await self._publish(run, fallback)
+            run._execution = None  # see below
             raise
         # Publish the same object that is returned.
         if hooks is not None:
             hooks.published(result)
+        if view is not None:
+            assert instruments is not None  # the view is made only for instruments
+            if started is None:  # one instrument, no context manager: the usual case
+                try:
+                    instruments.finished(view, result)
+                except Exception:
+                    instruments.finish_failed()
+            else:
+                instruments.finish(started, view, result)
         if stages.observers:
             await self._publish(run, result)
+        # The call is over: drop the run's view, which refers back to the run, so that
+        # reference counting frees the call's objects now rather than the cyclic GC later.
+        run._execution = None
         return result
+
+    def _report_synthetic(self, input: ToolExecutionInput, result: ToolResult) -> None:
+        """Give the instruments a result the batch scheduler made for a call it never
+        started, with the view the call would have had."""
+        instruments = self._stages.instruments
+        if instruments is not None:
+            instruments.report(self._enter(input)[0].execution(), result)
 
     def _enter(self, input: ToolExecutionInput) -> tuple[_Run, FinalizeContent | None]:
         """Entry: read each field once, resolve the definition, materialise the arguments.
@@ -629,6 +757,7 @@ class ToolRegistry:
             return None, error_result(
                 "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
             )
+        run.parsed = args
         return args, None
 
     async def _gate(self, run: _Run) -> ToolResult | None:
@@ -663,7 +792,10 @@ class ToolRegistry:
         guards: tuple[Guard, ...],
         approver: Approver | None,
     ) -> ToolResult | None:
-        decision: object = await _pre_chain(hooks, execution) if hooks else _ALLOW
+        definition = run.definition
+        assert definition is not None
+        end = _allowed if definition.requires_approval is False else _ApprovalEnd(run)
+        decision: object = await _pre_chain(hooks, execution, end) if hooks else await end()
         if isinstance(decision, Allow):
             for guard in guards:
                 reason = guard(execution)
@@ -699,11 +831,13 @@ class ToolRegistry:
             f"approver returned {safe_repr(answer)}; expected 'granted', 'rejected' or 'cancelled'"
         )
 
-    async def _around_execute(self, run: _Run, args: Any) -> ToolResult:
+    async def _around_execute(
+        self, run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]
+    ) -> ToolResult:
         """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
         try:
             result = await _around_chain(
-                run.stages.around, ToolDispatchExecution._create(run), run, self._dispatch, args
+                wrappers, ToolDispatchExecution._create(run), run, self._dispatch, args
             )
         except Exception as exc:
             raise _FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
@@ -745,9 +879,20 @@ class ToolRegistry:
             async with trio.open_nursery() as nursery:
                 key = fused._bind(nursery.cancel_scope)
                 try:
-                    value = await definition.execute(
-                        args, ToolRunContext._create(run, fused, nursery)
-                    )
+                    ctx = ToolRunContext._create(run, fused, nursery)
+                    if definition._sync:
+                        # Never abandoned: the call stays pending until the thread returns
+                        # (it sees cancellation through ctx.check_cancelled()).
+                        value = await trio.to_thread.run_sync(
+                            _run_sync_body,
+                            definition,
+                            args,
+                            ctx,
+                            abandon_on_cancel=False,
+                            limiter=self._thread_limiter,
+                        )
+                    else:
+                        value = await cast("Awaitable[object]", definition._call(args, ctx))
                 except trio.Cancelled as exc:
                     # The nursery's own scope would catch this (it is the innermost
                     # cancelled one); catching it here saves building an exception group.
@@ -979,6 +1124,46 @@ async def _allowed() -> PreDecision:
     return _ALLOW
 
 
+class _ApprovalEnd:
+    """The end of the pre-execute chain of a tool with ``requires_approval``: ``Ask()`` when
+    it holds for the parsed arguments (a raising or non-bool callable counts as holding)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    async def __call__(self) -> PreDecision:
+        run = self._run
+        definition = run.definition
+        assert definition is not None
+        flag = definition.requires_approval
+        if flag is True or flag is False:
+            return _ASK if flag else _ALLOW
+        try:
+            holds = flag(run.parsed)
+        except Exception:
+            logger.exception(
+                "requires_approval of tool %r raised; asking for approval", definition.name
+            )
+            return _ASK
+        return _ALLOW if holds is False else _ASK
+
+
+def _run_sync_body(definition: ToolDefinition[Any], args: Any, ctx: ToolRunContext) -> object:
+    """A sync body, in its worker thread."""
+    value = definition._call(args, ctx)
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()  # a coroutine nobody will await: no "never awaited" warning
+        raise TypeError(
+            f"tool {definition.name!r} is a plain function that returned an awaitable "
+            f"({type(value).__name__}); define it with `async def` to run it in Trio"
+        )
+    return value
+
+
 async def _accepted() -> PostDecision:
     return _ACCEPT
 
@@ -995,8 +1180,12 @@ async def _run_chain(
         chain.open = False
 
 
-async def _pre_chain(hooks: Sequence[PreExecuteHook], execution: ToolExecution) -> object:
-    return await _run_chain(hooks, (execution,), _allowed)
+async def _pre_chain(
+    hooks: Sequence[PreExecuteHook],
+    execution: ToolExecution,
+    end: Callable[[], Awaitable[PreDecision]],
+) -> object:
+    return await _run_chain(hooks, (execution,), end)
 
 
 async def _post_chain(

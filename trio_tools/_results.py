@@ -13,6 +13,8 @@ import trio
 
 from ._util import cancelled_here, type_name
 
+from ._wire import WIRE_VERSION, WireReader, json_to_wire
+
 __all__ = [
     "BLOCKED",
     "DENIED",
@@ -191,6 +193,129 @@ class ToolResult:
     def code(self) -> str | None:
         """Shorthand for ``error.code``, or ``None`` for a successful result."""
         return None if self.error is None else self.error.code
+
+    @property
+    def text(self) -> str:
+        """The texts of the content's text blocks joined with ``"\\n"`` (image blocks are
+        skipped; ``""`` when there is none)."""
+        return "\n".join(block.text for block in self.content if type(block) is TextBlock)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result's wire form: a fresh ``dict`` of plain JSON values, versioned.
+
+        Every field is kept (``synthetic``, ``halt``, contexts, ``meta`` and image blocks
+        included), so ``ToolResult.from_dict(result.to_dict()) == result`` for every result
+        the library makes.  The form is ``{"v": 1, "content": [...], "is_error": ...,
+        "error": {"name", "code", "message"} | None, "additional_contexts": [{"text",
+        "source"}], "meta": ..., "concludes_turn": ..., "halt": {"reason"} | None,
+        "synthetic": ...}``; a content block is ``{"type": "text", "text": ...}`` or
+        ``{"type": "image", "media_type": ..., "data": ...}``.  Integers of any size stay
+        ``int``: encode the dict with an encoder that accepts them.
+
+        Raises:
+            ValueError: ``meta`` is not losslessly JSON-serializable (only possible for a
+                result built by hand; the registry freezes ``meta``).
+        """
+        error = self.error
+        halt = self.halt
+        return {
+            "v": WIRE_VERSION,
+            "content": [_block_to_dict(block) for block in self.content],
+            "is_error": self.is_error,
+            "error": None
+            if error is None
+            else {"name": error.name, "code": error.code, "message": error.message},
+            "additional_contexts": [
+                {"text": context.text, "source": context.source}
+                for context in self.additional_contexts
+            ],
+            "meta": json_to_wire("ToolResult", "meta", self.meta),
+            "concludes_turn": self.concludes_turn,
+            "halt": None if halt is None else {"reason": halt.reason},
+            "synthetic": self.synthetic,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ToolResult:
+        """The result whose wire form (see :meth:`to_dict`) is ``data``.
+
+        ``"v"`` and ``"content"`` are required; an absent optional field takes its default.
+        ``meta`` comes back frozen (arrays as ``tuple``, objects as the library's immutable
+        mapping), as the registry makes it.
+
+        Raises:
+            ValueError: ``data`` is not a wire form of this version: the message names the
+                first bad field (``content[1].media_type: expected str, got 3``), also an
+                unknown one.
+        """
+        reader = WireReader("ToolResult", "", data)
+        reader.only(_RESULT_KEYS)
+        reader.version()
+        reader.get("content")
+        content = tuple(_block_from_dict(block) for block in reader.items("content"))
+        is_error = reader.typed("is_error", bool, False, required=False)
+        error = None
+        error_reader = reader.child("error")
+        if error_reader is not None:
+            error_reader.only(("name", "code", "message"))
+            error = ErrorInfo(
+                error_reader.typed("name", str),
+                error_reader.typed("code", str),
+                error_reader.typed("message", str),
+            )
+            if not is_error:
+                reader.fail("error", "a result with error info must have is_error true")
+        contexts: list[AdditionalContext] = []
+        for context in reader.items("additional_contexts"):
+            context.only(("text", "source"))
+            contexts.append(
+                AdditionalContext(context.typed("text", str), context.optional_str("source"))
+            )
+        halt = None
+        halt_reader = reader.child("halt")
+        if halt_reader is not None:
+            halt_reader.only(("reason",))
+            halt = Halt(halt_reader.typed("reason", str))
+        return make_result(
+            content,
+            is_error=is_error,
+            error=error,
+            additional_contexts=tuple(contexts),
+            meta=reader.frozen_json("meta"),
+            concludes_turn=reader.typed("concludes_turn", bool, False, required=False),
+            halt=halt,
+            synthetic=reader.typed("synthetic", bool, False, required=False),
+        )
+
+
+_RESULT_KEYS = (
+    "v",
+    "content",
+    "is_error",
+    "error",
+    "additional_contexts",
+    "meta",
+    "concludes_turn",
+    "halt",
+    "synthetic",
+)
+
+
+def _block_to_dict(block: ContentBlock) -> dict[str, Any]:
+    if type(block) is TextBlock:
+        return {"type": "text", "text": block.text}
+    return {"type": "image", "media_type": block.media_type, "data": block.data}
+
+
+def _block_from_dict(reader: WireReader) -> ContentBlock:
+    kind = reader.get("type")
+    if kind == "text":
+        reader.only(("type", "text"))
+        return TextBlock(reader.typed("text", str))
+    if kind == "image":
+        reader.only(("type", "media_type", "data"))
+        return ImageBlock(reader.typed("media_type", str), reader.typed("data", str))
+    reader.fail("type", f"expected 'text' or 'image', got {kind!r}")
 
 
 _FIELDS = tuple(a.name for a in attrs.fields(ToolResult))

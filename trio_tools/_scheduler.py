@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterable
-from typing import Literal, Protocol, final
+from typing import Any, Literal, Protocol, final
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
 from ._util import leaf_exceptions, logger
+from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
     "BatchOutcome",
@@ -62,6 +63,45 @@ class ToolCall:
     call_id: str = attrs.field(validator=_str)
     name: str = attrs.field(validator=_str)
     arguments: object
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call's wire form: ``{"v": 1, "call_id": ..., "name": ..., "arguments": ...}``.
+
+        A fresh ``dict`` of plain JSON values.  Raw JSON text stays the ``str`` it is;
+        parsed arguments are copied as plain JSON (arrays as ``list``, objects as
+        ``dict``), so ``ToolCall.from_dict(call.to_dict()) == call`` whenever the arguments
+        hold no tuples (JSON has one kind of array, and it comes back as ``list``).
+
+        Raises:
+            ValueError: the arguments are not losslessly JSON-serializable.
+        """
+        arguments = self.arguments
+        return {
+            "v": WIRE_VERSION,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": arguments
+            if type(arguments) is str
+            else json_to_wire("ToolCall", "arguments", arguments),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ToolCall:
+        """The call whose wire form (see :meth:`to_dict`) is ``data``.
+
+        Every key is required.  The arguments are copied (plain JSON), never shared with
+        ``data``.
+
+        Raises:
+            ValueError: ``data`` is not a wire form of this version: the message names the
+                first bad field, also an unknown one.
+        """
+        reader = WireReader("ToolCall", "", data)
+        reader.only(("v", "call_id", "name", "arguments"))
+        reader.version()
+        return cls(
+            reader.typed("call_id", str), reader.typed("name", str), reader.json("arguments")
+        )
 
 
 def _check_event(instance: JournalEvent, _attribute: object, result: ToolResult | None) -> None:
@@ -496,7 +536,7 @@ class _Batch:
                 else:
                     if self.recorded <= index:
                         await self._record_call(index)
-                    result = _SYNTHETIC
+                    result = self._synthetic(index)
                 self.results[index] = result
                 await self._record_result(index, result)
                 self.committed = index + 1
@@ -534,7 +574,7 @@ class _Batch:
             elif self.recorded == index:
                 await self._record_call(index)
             else:
-                self.results[index] = _SYNTHETIC
+                self.results[index] = self._synthetic(index)
                 self.next = index + 1
         elif self.next == len(self.calls) or not await self._try_start(nursery):
             await self._wait_changed()
@@ -578,6 +618,16 @@ class _Batch:
             self._run_call, index, input, parallel, name=f"tool call {input.call_id!r}"
         )
         return True
+
+    def _synthetic(self, index: int) -> ToolResult:
+        """The synthetic result of a call the batch never starts.
+
+        It does not pass through the registry's pipeline, but the registry's instruments
+        hear of it (with the view the call would have had), so a trace shows every call.
+        """
+        if self.registry._stages.instruments is not None:
+            self.registry._report_synthetic(self._input(index), _SYNTHETIC)
+        return _SYNTHETIC
 
     def _input(self, index: int) -> ToolExecutionInput:
         input = self.inputs[index]

@@ -6,48 +6,44 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ._execution import ToolDispatchExecution
-from ._registry import AroundWrapper
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
 from ._signal import CancelSignal, _Link
+from ._tool import check_timeout_value
 
-__all__ = ["timeout_policy"]
+if TYPE_CHECKING:
+    from ._registry import AroundWrapper
+
+__all__ = ["TimeoutPolicy", "is_timeout_policy", "timeout_policy"]
 
 
-def timeout_policy() -> AroundWrapper:
-    """An around-execute wrapper that makes each tool's ``timeout`` effective.
+class TimeoutPolicy:
+    """The around-execute wrapper :func:`timeout_policy` returns.
 
-    For a call whose ``exec.definition.timeout`` is set, it narrows ``exec.signal`` with
-    ``open_signal(exec.signal, timeout=t, code=TOOL_TIMEOUT)`` for the span of
-    ``call_next()``.  The registry fuses that with the caller's signal, so the body is
-    interrupted at its next checkpoint through its own cancel scope, and is awaited to
-    quiescence like any cancelled body (threads started with ``trio.to_thread.run_sync``
-    and processes run with ``trio.run_process`` included).  The timer starts when the
-    policy is reached, so it also covers later wrappers.
-
-    If **this policy's own** deadline fired first, the result becomes ``TOOL_TIMEOUT``
-    (``Error: tool call timed out after {t:g}s``), whatever came back: a success, an
-    ``ABORTED``, or an error the tool raised in reaction to the cancellation.  Contexts and
-    a halt on the result are kept.  If the caller (or an outer wrapper) cancelled first,
-    the result is left as it is, so ``ABORTED`` stands, even when that reason's code
-    happens to be ``TOOL_TIMEOUT``.  A ``TimeoutError`` or ``trio.TooSlowError`` the tool
-    raised by itself is an ordinary tool failure.  Tools without a timeout pass through
-    with the caller's signal untouched: their body's ``ctx.signal`` is the caller's own.
-
-    Install it with ``registry.add_around_execute(timeout_policy())``; register it last
-    (innermost) for the deadline to cover only the body.
+    A class (not a closure) so that a registry can tell that a timeout policy was added
+    explicitly, and then not apply its own.
     """
 
-    async def timeout_wrapper(
-        exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<trio_tools.timeout_policy()>"
+
+    async def __call__(
+        self, exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
     ) -> ToolResult:
         definition = exec.definition
-        timeout = None if definition is None else definition.timeout
+        timeout: Any = None if definition is None else definition.timeout
         if timeout is None:
             return await call_next()
+        if callable(timeout):
+            timeout = _evaluate(exec, timeout)
+            if timeout is None:
+                return await call_next()
         outer = exec.signal
         # What `async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT)` does,
         # without the context manager's argument checks (the definition validated the
@@ -70,7 +66,60 @@ def timeout_policy() -> AroundWrapper:
             halt=result.halt,
         )
 
-    return timeout_wrapper
+
+def is_timeout_policy(wrapper: object) -> bool:
+    """Whether ``wrapper`` is a :func:`timeout_policy`."""
+    return type(wrapper) is TimeoutPolicy
+
+
+def _evaluate(exec: ToolDispatchExecution, timeout: Callable[[Any], object]) -> float | None:
+    """A callable ``timeout`` applied to the call's parsed arguments, checked.
+
+    Raises:
+        ValueError: it raised, or gave something other than positive finite seconds or
+            ``None`` (the call is then ``WRAPPER_FAILED``); the message names the tool.
+    """
+    try:
+        value = timeout(exec._run.parsed)
+    except Exception as exc:
+        raise ValueError(
+            f"timeout of tool {exec.name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        return check_timeout_value(value)
+    except ValueError as exc:
+        raise ValueError(f"timeout of tool {exec.name!r}: {exc}") from None
+
+
+def timeout_policy() -> AroundWrapper:
+    """An around-execute wrapper that makes each tool's ``timeout`` effective.
+
+    A :class:`ToolRegistry` applies it by itself (``enforce_timeouts=True``, the default) as
+    the innermost around-execute step; add it explicitly with ``add_around_execute`` to
+    choose its position among the wrappers (it is then applied there, once).
+
+    For a call whose ``exec.definition.timeout`` is set, it narrows ``exec.signal`` with
+    ``open_signal(exec.signal, timeout=t, code=TOOL_TIMEOUT)`` for the span of
+    ``call_next()``.  A callable ``timeout`` is evaluated with the call's parsed arguments
+    when the call reaches the policy; a raise or an invalid value (not positive finite
+    seconds or ``None``) makes the call ``WRAPPER_FAILED`` with a message naming the tool,
+    and ``None`` means no deadline for this call.  The registry fuses the narrowed signal
+    with the caller's, so the body is interrupted at its next checkpoint through its own
+    cancel scope, and is awaited to quiescence like any cancelled body (threads started
+    with ``trio.to_thread.run_sync`` and processes run with ``trio.run_process``
+    included).  The timer starts when the policy is reached, so it also covers later
+    wrappers.
+
+    If **this policy's own** deadline fired first, the result becomes ``TOOL_TIMEOUT``
+    (``Error: tool call timed out after {t:g}s``), whatever came back: a success, an
+    ``ABORTED``, or an error the tool raised in reaction to the cancellation.  Contexts and
+    a halt on the result are kept.  If the caller (or an outer wrapper) cancelled first,
+    the result is left as it is, so ``ABORTED`` stands, even when that reason's code
+    happens to be ``TOOL_TIMEOUT``.  A ``TimeoutError`` or ``trio.TooSlowError`` the tool
+    raised by itself is an ordinary tool failure.  Tools without a timeout pass through
+    with the caller's signal untouched: their body's ``ctx.signal`` is the caller's own.
+    """
+    return TimeoutPolicy()
 
 
 def _deadline_fired_first(narrowed: CancelSignal, outer: CancelSignal) -> bool:

@@ -1,10 +1,12 @@
 """Run a :class:`~trio_tools.testing.Scenario` against a real registry and check it.
-
 The scripted stages make every cancellation point deterministic: a stage triggers the
 cancellation itself (or lets a canceller task do it once the stage is blocked), then waits
 ``WAIT`` virtual seconds on Trio's clock, so under ``MockClock(autojump_threshold=0)`` the
 outcome is exact and the model in ``_scenario.py`` can predict it.
 """
+
+# the harness reads a registry setting it must match:
+# pyright: reportPrivateUsage=false
 
 from __future__ import annotations
 
@@ -134,7 +136,9 @@ async def run_scenario(
             side by side (``isolated=False``) check those once they have all settled.
     """
     if registry is None:
-        registry = ToolRegistry()
+        registry = ToolRegistry(enforce_timeouts=scenario.enforce_timeouts)
+    elif registry._enforce_timeouts != scenario.enforce_timeouts:
+        raise ValueError("scenario.enforce_timeouts must match the registry's enforce_timeouts")
     if source is None:
         source = CancelSource()
         if scenario.pre_cancelled:

@@ -143,7 +143,9 @@ class Scenario:
     Stages (each awaits one checkpoint on entry): ``pre``, ``guard``, ``approver``,
     ``wrapper``, ``body``, ``post`` (see the ``*Kind`` literals); ``tool_timeout`` gives the
     tool ``timeout=TIMEOUT``; ``timeout_policy`` installs :func:`trio_tools.timeout_policy`
-    outside or inside the scripted wrapper; ``finalize_raises`` makes the tool's
+    outside or inside the scripted wrapper; with ``"none"``, ``enforce_timeouts`` says
+    whether the registry applies its own policy innermost (``ToolRegistry(
+    enforce_timeouts=...)``); ``finalize_raises`` makes the tool's
     ``finalize_content`` raise; ``coded_errors`` gives every scripted exception
     ``code = CODED``.  ``arguments`` and ``tool`` select non-JSON arguments and an unknown
     tool name.  ``pre_cancelled`` means the caller's signal fired before this call (a
@@ -164,6 +166,7 @@ class Scenario:
     post: PostKind = "none"
     tool_timeout: bool = False
     timeout_policy: TimeoutPolicyPlacement = "none"
+    enforce_timeouts: bool = True
     finalize_raises: bool = False
     coded_errors: bool = False
     pre_cancelled: bool = False
@@ -466,7 +469,7 @@ class _Sim:
             chain.append("timeout")
         if s.wrapper != "none":
             chain.append("wrapper")
-        if s.timeout_policy == "inner":
+        if s.timeout_policy == "inner" or (s.timeout_policy == "none" and s.enforce_timeouts):
             chain.append("timeout")
         try:
             result = self.step(chain, frozenset({"caller"}))

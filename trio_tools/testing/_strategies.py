@@ -121,7 +121,7 @@ def _reachable(scenario: Scenario) -> Scenario:
         changes["post"] = "accept"
     if s.how == "timeout":
         changes["tool_timeout"] = True
-        if s.timeout_policy == "none":
+        if s.timeout_policy == "none" and not s.enforce_timeouts:
             changes["timeout_policy"] = "outer"
     if s.how == "wrapper_signal" and s.wrapper in ("none", "pass") and where != "replacement":
         changes["wrapper"] = "replace_signal"
@@ -154,6 +154,7 @@ def _scenarios(
         post=draw(st.sampled_from(_POST)),
         tool_timeout=draw(st.booleans()),
         timeout_policy=draw(st.sampled_from(_POLICY)),
+        enforce_timeouts=draw(st.booleans()),
         finalize_raises=draw(_RARELY),
         coded_errors=draw(_RARELY),
     )

@@ -4,7 +4,7 @@ give the body's ``ctx.signal`` as a ``CancelSignal``."""
 from __future__ import annotations
 
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import attrs
 
@@ -48,8 +48,21 @@ async def plain_function(args: ReadArgs, ctx: ToolRunContext) -> str:
 
 call_form = trio_tools.define_tool(plain_function, timeout=1, concurrency_safe=False)
 explicit_args = trio_tools.define_tool(plain_function, args=ReadArgs)
+
+
+def small_reads(args: ReadArgs) -> bool:
+    return args.max_bytes < 1024
+
+
 per_call_safety = trio_tools.define_tool(
-    plain_function, concurrency_safe=lambda args: args.max_bytes < 1024
+    plain_function, concurrency_safe=small_reads, requires_approval=small_reads
+)
+# A lambda type-checks too.  (Through define_tool's overloads mypy infers the lambda's
+# parameter as Any, and the definition as ToolDefinition[Any]; pyright as ReadArgs.)
+per_call_lambda = trio_tools.define_tool(
+    plain_function,
+    concurrency_safe=lambda args: args.max_bytes < 1024,
+    timeout=lambda args: 5.0 if args.max_bytes < 1024 else None,
 )
 
 
@@ -92,5 +105,6 @@ direct = ToolDefinition(
 typing.assert_type(direct, ToolDefinition[ReadArgs])
 registry.register(direct)
 
-# The stored body is called with the parsed arguments and a ToolRunContext.
-typing.assert_type(call_form.execute, Callable[[ReadArgs, ToolRunContext], Awaitable[object]])
+# The stored body is called with the parsed arguments and a ToolRunContext (its result is
+# awaited when it is a coroutine function; a plain function runs in a worker thread).
+typing.assert_type(call_form.execute, Callable[[ReadArgs, ToolRunContext], object])
