@@ -12,7 +12,6 @@ import attrs
 import trio
 
 from ._util import cancelled_here, type_name
-
 from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
