@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,13 @@ async def wait_for_group(comm: str) -> list[Proc]:
 
     await poll_until(look)
     return found
+
+
+@pytest.fixture(autouse=True)
+def no_child_is_left() -> Iterator[None]:
+    """After every test: each command we started was reaped (and so is not running)."""
+    yield
+    assert [] == [proc for proc in processes() if proc.ppid == ME]
 
 
 @attrs.define

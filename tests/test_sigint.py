@@ -9,16 +9,19 @@ is in place after it.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
-from test_command import assert_group_gone, wait_for_group
+from test_command import assert_group_gone, poll_until, wait_for_group
 
 from trio_tools import (
     CancelReason,
@@ -316,3 +319,41 @@ def test_ctrl_c_stops_a_shell_command_and_its_whole_group() -> None:
     assert_group_gone(pgids[0])
     assert [("c1", "ABORTED", False)] == codes(journal)
     journal.assert_balanced()
+
+
+@pytest.mark.slow
+def test_keyboard_interrupt_during_the_grace_period_kills_the_group_at_once(
+    tmp_path: Path,
+) -> None:
+    """A second Ctrl-C while a command ignores SIGTERM: SIGKILL now, not after the grace."""
+    ready, terminated = tmp_path / "ready", tmp_path / "got-term"
+    # sleep ignores SIGTERM; bash notes it got one (a trap runs when `wait` is interrupted).
+    script = f"trap '' TERM; sleep 30 & trap 'echo > {terminated}' TERM; echo > {ready}; wait; wait"
+    pgids: list[int] = []
+
+    def press_ctrl_c_once_terminated() -> None:
+        """From a thread: SIGINT reaches the main thread while Trio waits (protected code),
+        so Trio delivers KeyboardInterrupt to the main task, inside run_command's stop."""
+        deadline = time.monotonic() + 10
+        while not terminated.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    async def main() -> None:
+        scope = trio.CancelScope()
+
+        async def stop_once_ready() -> None:
+            pgids.append((await wait_for_group("sleep"))[0].pgrp)
+            await poll_until(ready.exists)
+            threading.Thread(target=press_ctrl_c_once_terminated, daemon=True).start()
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_once_ready)
+            with scope:
+                await run_command(["bash", "-c", script], grace_period=30)
+
+    started = time.monotonic()
+    run_expecting_interrupt(main)
+    assert time.monotonic() - started < 10  # not the 30 s grace period
+    assert_group_gone(pgids[0])

@@ -91,6 +91,10 @@ class _Capture:
         return f"{head}\n[... {omitted} bytes omitted ...]\n{rest}"
 
 
+# KeyboardInterrupt protection: a Ctrl-C must not strike between two lines of the
+# bookkeeping that stops and reaps the group (leaking a process or a file); Trio delivers it
+# at the next checkpoint instead, where the stop handles it.
+@trio.lowlevel.enable_ki_protection
 async def run_command(
     command: str | Sequence[str],
     *,
@@ -115,7 +119,9 @@ async def run_command(
     passed, or any enclosing scope was cancelled) the whole group gets ``SIGTERM`` (and
     ``SIGCONT``, so a stopped process handles it), then ``SIGKILL`` after ``grace_period``
     seconds; ``run_command`` waits until no process of the group is running and reaps the
-    command's own process before ``trio.Cancelled`` propagates.  With ``ctx``, the output
+    command's own process before ``trio.Cancelled`` propagates.  A ``KeyboardInterrupt`` (a
+    second Ctrl-C) that arrives during the grace period skips the rest of it: the group gets
+    ``SIGKILL`` at once and the command is reaped.  With ``ctx``, the output
     captured so far is deferred on the tool call's result as an
     ``AdditionalContext(source="run_command")``, so an ``ABORTED`` or ``TOOL_TIMEOUT`` result
     still tells the model what the command printed.  Once the call is cancelled no
@@ -287,8 +293,8 @@ async def _stop_group(process: trio.Process, grace_period: float, *, leftovers_o
         # Interrupted while waiting out the grace period (a second Ctrl-C): skip the rest of
         # it, but still leave nothing behind.
         _signal_group(pgid, signal.SIGKILL)
-        with trio.CancelScope(shield=True):  # reap the command's process before we go
-            await process.wait()
+        with trio.CancelScope(shield=True):  # SIGKILL cannot be resisted: this is quick
+            await _wait_group_gone(process)
         raise
     _signal_group(pgid, signal.SIGKILL)
     await _wait_group_gone(process)
