@@ -10,7 +10,9 @@ mode, so a misspelled key or a wrong type shows up as a difference).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -28,6 +30,10 @@ from trio_tools import (
     ToolRegistry,
     ToolRunContext,
 )
+
+# The fake model API of the examples (examples/fake_model_api): its reply builders and rules.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import fake_model_api as fake  # noqa: F401 - imported from here by the test modules
 
 # A 1x1 transparent PNG.
 PNG_B64 = (

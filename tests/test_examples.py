@@ -102,12 +102,14 @@ EXPECTED: dict[str, list[Run]] = {
     "openai_agent.py": [
         Run(
             expected=(
-                'model calls get_weather({"city":"Lyon"})',  # the strict null was dropped
-                "  call_1 -> OK: Sunny in Lyon, 21 degrees celsius",
-                "  call_2 -> OK: screenshot of https://example.org",
-                "  call_3 -> OK: Sunny in Paris, 21 degrees fahrenheit",
+                "Chat Completions:",
+                # the strict null of "unit" was dropped: the default applies
+                '  get_weather({"city":"Lyon"}) -> OK: Sunny in Lyon, 21 degrees celsius',
+                '  screenshot({"url": "https://example.org"}) -> OK: screenshot of '
+                "https://example.org",
                 "model: Done. I saw 3 tool results and 1 image(s).",
-                "requests the fake API received: 3, rejected: 0",
+                "Responses API, streamed:",
+                "requests the fake API received: 6, rejected: 0",
             )
         )
     ],

@@ -28,6 +28,7 @@ from helpers_providers import (
     assert_plain_json,
     build_registry,
     conforms,
+    fake,
     mixed_outcome,
     splits,
 )
@@ -343,47 +344,21 @@ DROPPED = {
 
 
 def chat_message(*calls: tuple[str, str, str]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
-            for cid, name, arguments in calls
-        ],
-    }
+    message: dict[str, Any] = fake.chat_completion(calls=calls)["choices"][0]["message"]
+    return message
 
 
 def chat_completion(message: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-test",
+        **fake.chat_completion(),
         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
     }
 
 
 def responses_output(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "Checking.", "annotations": []}],
-        },
-        *(
-            {
-                "type": "function_call",
-                "id": f"fc_{cid}",
-                "call_id": cid,
-                "name": name,
-                "arguments": arguments,
-                "status": "completed",
-            }
-            for cid, name, arguments in calls
-        ),
-    ]
+    """A message item (skipped by tool_calls), then the function_call items."""
+    output: list[dict[str, Any]] = fake.response("Checking.", calls)["output"]
+    return output
 
 
 def anthropic_message(*calls: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
@@ -475,7 +450,7 @@ async def test_openai_tool_calls_drop_strict_nulls_with_registry(api: Any) -> No
     outcome = await trio_tools.run_tool_calls(
         registry, [call], signal=trio_tools.CancelSource().signal
     )
-    assert "walk via 0 point(s), max None" == outcome.results[0].content[0].text  # type: ignore[union-attr]
+    assert "walk via 0 point(s), max None" == outcome.results[0].text
 
 
 def test_anthropic_tool_calls_drop_strict_nulls_with_registry() -> None:
@@ -1035,7 +1010,7 @@ async def test_a_stream_cut_mid_arguments_gives_invalid_args(
     )
 
     assert [None, INVALID_ARGS] == [result.code for result in outcome.results]
-    assert "invalid arguments: " in outcome.results[1].content[0].text  # type: ignore[union-attr]
+    assert "invalid arguments: " in outcome.results[1].text
 
 
 # -- the public surface ---------------------------------------------------------------------

@@ -12,8 +12,6 @@ always used with ``async with``: their ``__del__`` assumes asyncio.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import anthropic as anthropic_sdk
@@ -25,15 +23,12 @@ from helpers_providers import (
     PNG_B64,
     Gates,
     build_registry,
+    fake,
     run_with_stop,
 )
 
 from trio_tools import ToolCall
 from trio_tools.providers import anthropic, openai_chat, openai_responses
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-
-import fake_model_api as fake
 
 USER = "What is the weather in Lyon? Then take a screenshot."
 DATA_URL = f"data:image/png;base64,{PNG_B64}"

@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
+from .._json import thaw as _thaw
 from .._json import to_compact_json
 from .._registry import ToolRegistry
 from .._results import AdditionalContext, ImageBlock, TextBlock, ToolResult
@@ -106,17 +107,7 @@ def thaw(value: object) -> Any:
     The registry hands out frozen mappings and tuples, which no SDK and no ``json.dumps``
     round trip treats as the caller expects; the output of every converter is thawed.
     """
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict or isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in cast("Mapping[str, object]", value).items()}
-    if kind is list or kind is tuple:
-        return [thaw(item) for item in cast("Sequence[object]", value)]
-    return value
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+    return _thaw(value)
 
 
 def tool_descriptions(registry: ToolRegistry, *, strict: bool) -> list[tuple[str, str, JSONDict]]:
