@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from trio_tools import (
     ToolResult,
     ToolRunContext,
     console_approver,
+    open_sigint_cancel,
 )
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are Unix")
@@ -316,3 +318,35 @@ async def test_dev_null_is_end_of_input() -> None:
         )
     assert CANCELLED == result
     assert out.getvalue().endswith(f"{PROMPT}(end of input)\n")
+
+
+def test_ctrl_c_interrupts_the_prompt_and_stops_the_turn() -> None:
+    """The terminal shared by a prompt and the stop key: Ctrl-C under open_sigint_cancel."""
+    before = signal.getsignal(signal.SIGINT)
+    master, slave = os.openpty()
+    out = os.fdopen(slave, "w", encoding="utf-8", closefd=False)
+    registry = make_registry(console_approver(stdin=slave, stdout=out))
+    source = CancelSource()
+    screen: list[str] = []
+
+    async def main() -> ToolResult:
+        async with trio.lowlevel.FdStream(master) as stream:
+            terminal = Terminal(stream, slave, out)
+            with open_sigint_cancel(source, reason="Ctrl-C"):
+                async with trio.open_nursery() as nursery:
+                    calls = Calls(registry, nursery)
+                    done = calls.start("c1", source=source)
+                    await terminal.read_until(PROMPT)
+                    signal.raise_signal(signal.SIGINT)  # what the terminal does on Ctrl-C
+                    result = await calls.result("c1", done)
+                    screen.append(await terminal.read_until("\n"))
+            return result
+
+    try:
+        result = trio.run(main)
+    finally:
+        out.close()
+        os.close(slave)
+    assert aborted_before_dispatch() == result
+    assert ["(interrupted: Ctrl-C)\n"] == screen
+    assert before is signal.getsignal(signal.SIGINT)
