@@ -38,7 +38,7 @@ registry = trio_tools.ToolRegistry()
 
 
 @registry.tool(concurrency_safe=True)
-async def search(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def search(query: str, *, ctx: trio_tools.ToolRunContext) -> str:
     """Search the web (takes a while, and a moment to stop)."""
     try:
         await trio.sleep(1.0)
@@ -50,14 +50,14 @@ async def search(args: object, ctx: trio_tools.ToolRunContext) -> str:
 
 
 @registry.tool(concurrency_safe=True)
-async def read_file(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def read_file(path: str) -> str:
     """Read a file (quick)."""
     await trio.sleep(0.01)
     return "file contents"
 
 
 @registry.tool
-async def write_file(args: object, ctx: trio_tools.ToolRunContext) -> str:
+async def write_file(path: str) -> str:
     """Write a file: not concurrency-safe, so it waits for the calls before it."""
     return "written"
 

@@ -73,6 +73,8 @@ from ._signal import _Link
 from ._timeout import TimeoutPolicy, is_timeout_policy
 from ._tool import (
     FinalizeContent,
+    JSONFirstBody,
+    RawBody,
     Timeout,
     ToolBody,
     ToolDefinition,
@@ -441,6 +443,34 @@ class ToolRegistry:
                 del self._tools[name]
 
         return Registration._create(remove)
+
+    @overload
+    def tool(
+        self,
+        fn: RawBody,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: None = None,
+        timeout: Timeout[object] = None,
+        concurrency_safe: bool | Callable[[object], bool] = False,
+        requires_approval: bool | Callable[[object], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> ToolDefinition[object]: ...
+
+    @overload
+    def tool(
+        self,
+        fn: JSONFirstBody,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        args: None = None,
+        timeout: Timeout[Any] = None,
+        concurrency_safe: bool | Callable[[Any], bool] = False,
+        requires_approval: bool | Callable[[Any], bool] = False,
+        finalize_content: FinalizeContent | None = None,
+    ) -> ToolDefinition[Any]: ...
 
     @overload
     def tool(

@@ -37,6 +37,21 @@ ArgsT = TypeVar("ArgsT")
 ToolBody = Callable[[ArgsT, ToolRunContext], object]
 """A class-style body, ``async def body(args, ctx)`` or ``def body(args, ctx)``."""
 
+RawBody = Callable[[object, ToolRunContext], object]
+"""A class-style body taking the raw arguments: ``body(args: object, ctx)``."""
+
+JSONFirstBody = (
+    Callable[[str, ToolRunContext], object]
+    | Callable[[int, ToolRunContext], object]
+    | Callable[[float, ToolRunContext], object]
+    | Callable[[bool, ToolRunContext], object]
+    | Callable[[list[Any], ToolRunContext], object]
+    | Callable[[dict[str, Any], ToolRunContext], object]
+)
+"""A signature tool whose first argument is a JSON value and whose second positional
+parameter is the context, ``body(path: str, ctx)``: for the type checkers, it must not look
+like class style with an argument type of ``str``."""
+
 Timeout = float | Callable[[ArgsT], float | None] | None
 """Seconds, or a callable of the parsed arguments giving seconds (or ``None``)."""
 
@@ -345,6 +360,10 @@ def parse_arguments(definition: ToolDefinition[Any], arguments: object) -> tuple
 
 class _ToolDecorator(Protocol):
     @overload
+    def __call__(self, fn: RawBody, /) -> ToolDefinition[object]: ...
+    @overload
+    def __call__(self, fn: JSONFirstBody, /) -> ToolDefinition[Any]: ...
+    @overload
     def __call__(self, fn: ToolBody[ArgsT], /) -> ToolDefinition[ArgsT]: ...
     @overload
     def __call__(self, fn: Callable[..., object], /) -> ToolDefinition[Any]: ...
@@ -354,6 +373,34 @@ def _unwrapped(fn: object) -> object:
     while is_partial(fn):
         fn = fn.func
     return fn
+
+
+@overload
+def define_tool(
+    fn: RawBody,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    args: None = None,
+    timeout: Timeout[object] = None,
+    concurrency_safe: bool | Callable[[object], bool] = False,
+    requires_approval: bool | Callable[[object], bool] = False,
+    finalize_content: FinalizeContent | None = None,
+) -> ToolDefinition[object]: ...
+
+
+@overload
+def define_tool(
+    fn: JSONFirstBody,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    args: None = None,
+    timeout: Timeout[Any] = None,
+    concurrency_safe: bool | Callable[[Any], bool] = False,
+    requires_approval: bool | Callable[[Any], bool] = False,
+    finalize_content: FinalizeContent | None = None,
+) -> ToolDefinition[Any]: ...
 
 
 @overload

@@ -95,6 +95,14 @@ typing.assert_type(registry_with_arguments, ToolDefinition[ReadArgs])
 typing.assert_type(raw_tool, ToolDefinition[object])
 
 
+async def raw_body(args: object, ctx: ToolRunContext) -> str:
+    return "raw"
+
+
+# A raw body given an explicit argument type is typed by that type.
+typing.assert_type(trio_tools.define_tool(raw_body, args=ReadArgs), ToolDefinition[ReadArgs])
+
+
 # ToolDefinition is also constructible directly, with a hand-written schema.
 direct = ToolDefinition(
     name="read_direct",

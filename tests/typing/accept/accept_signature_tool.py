@@ -48,7 +48,22 @@ def run_command(
     return command
 
 
+# A JSON-typed first argument and a positional context is a signature tool, not class
+# style with an argument type of `str`: its callables see the parsed arguments' attributes.
+@registry.tool(requires_approval=lambda args: args.path.startswith("/"))
+async def stat(path: str, ctx: ToolRunContext) -> str:
+    typing.assert_type(ctx.signal, CancelSignal)
+    return path
+
+
+@registry.tool
+def count(n: int, ctx: ToolRunContext) -> int:
+    return n
+
+
 typing.assert_type(read_file, ToolDefinition[Any])
+typing.assert_type(stat, ToolDefinition[Any])
+typing.assert_type(count, ToolDefinition[Any])
 typing.assert_type(add, ToolDefinition[Any])
 typing.assert_type(run_command, ToolDefinition[Any])
 text: str = ToolResult(content=()).text
