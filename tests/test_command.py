@@ -14,6 +14,7 @@ PID 1 never does).
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -541,3 +542,22 @@ async def test_missing_program_under_the_shell_is_exit_status_127() -> None:
     result = await run_command("no-such-program-xyz", shell=True)
     assert (127, "") == (result.returncode, result.stdout)
     assert "no-such-program-xyz" in result.stderr
+
+
+@pytest.mark.slow
+async def test_without_pidfds_the_group_is_polled(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linux before 5.3: no pidfd_open, so run_command polls /proc; the tree still goes."""
+
+    def no_pidfds(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open is not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfds)
+    argv = ["bash", "-c", "sh -c 'sleep 30; true'; true"]
+    call = start_call(nursery, registry_with(checked(argv)))
+    members = await wait_for_group("sleep")
+    call.source.cancel("stop")
+    result = await finished(call)
+    assert_group_gone(members[0].pgrp)
+    assert "ABORTED" == (result.error.code if result.error else None)

@@ -32,6 +32,7 @@ from ._results import AdditionalContext
 __all__ = ["CommandResult", "run_command"]
 
 _CHUNK = 65536
+_POLL_INTERVAL = 0.01  # seconds, only where pidfds are missing
 _SOURCE = "run_command"
 # Linux tells us which processes are in a group (``/proc``) and when each exits (pidfds).
 _PROC = os.path.exists("/proc/self/stat") and hasattr(os, "pidfd_open")
@@ -343,6 +344,11 @@ async def _wait_exited(pid: int, pgid: int) -> None:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return
+    except OSError:  # a kernel without pidfds (before Linux 5.3): poll /proc instead
+        while True:
+            if _stat(pid) != (pgid, True):
+                return
+            await trio.sleep(_POLL_INTERVAL)
     try:
         # The pid may have been reused between the scan and pidfd_open: only wait for a
         # process that is still a running member of the group.
