@@ -935,3 +935,37 @@ def test_concurrency_safe_of_a_signature_tool_gets_the_parsed_arguments() -> Non
         for path in ("/tmp/x", "/etc/passwd")
     ]
     assert ["parallel", "exclusive"] == modes
+
+
+async def test_check_cancelled_also_works_in_an_async_bodys_own_worker_thread() -> None:
+    h = Harness()
+    gate = ThreadGate()
+
+    def work(ctx: ToolRunContext) -> str:
+        gate.enter()
+        ctx.check_cancelled()
+        return "finished"
+
+    @h.registry.tool(name=TOOL)
+    async def body(*, ctx: ToolRunContext) -> str:
+        return await trio.to_thread.run_sync(work, ctx)
+
+    async with trio.open_nursery() as nursery:
+        pending = h.start_execute(nursery)
+        await gate.entered.wait()
+        h.source.cancel("stop")
+        gate.go.set()
+
+    assert aborted() == pending.result
+
+
+async def test_a_raising_sync_tool_is_a_tool_failure() -> None:
+    h = Harness()
+
+    @h.registry.tool(name=TOOL)
+    def body(path: str) -> str:
+        raise FileNotFoundError(f"no such file: {path}")
+
+    assert error("FileNotFoundError", "TOOL_FAILED", "no such file: p") == await h.execute(
+        arguments={"path": "p"}
+    )

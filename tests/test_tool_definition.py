@@ -652,3 +652,12 @@ async def test_a_signature_tools_dict_values_have_real_json_paths() -> None:
     assert invalid("$.scores.alice: expected int, got str", "$.pair[0]: expected int, got str") == (
         result
     )
+
+
+async def test_a_generic_alias_argument_type_still_works() -> None:
+    h = Harness()
+    received = _register_typed(h, dict[str, int])
+
+    assert "ok" == (await h.execute(arguments={"a": 1})).text
+    assert invalid("$.b: expected int, got str") == await h.execute(arguments={"b": "x"})
+    assert [{"a": 1}] == received

@@ -189,7 +189,7 @@ class ToolDefinition(Generic[ArgsT]):
         fn: Callable[..., object] = self.execute
         sync = not is_async_body(fn)
         args = self.args
-        context = None if args is None else vars(args).get(SIGNATURE_CONTEXT)
+        context = None if args is None else getattr(args, SIGNATURE_CONTEXT, None)
         if isinstance(context, str):
             call = _keyword_call(fn, context)
         else:
@@ -223,7 +223,7 @@ def _schema_for(args: type[Any] | None) -> Mapping[str, object]:
             schema = dict(components.pop(name))
         if components:
             schema = {**schema, "$defs": components}
-    if isinstance(vars(args).get(SIGNATURE_CONTEXT), str):
+    if isinstance(getattr(args, SIGNATURE_CONTEXT, None), str):
         # A signature tool's generated Struct is no name the model needs to see.
         schema = {key: value for key, value in schema.items() if key != "title"}
     return _freeze_schema(schema)
