@@ -30,3 +30,17 @@ def test_quick_benchmark_runs_every_goal_and_exits_0() -> None:
     lines = re.finditer(r"^(P[1-7]|T[12]|A1) ", completed.stdout, re.MULTILINE)
     reported = {match.group(1) for match in lines}
     assert set(GOALS) == reported, completed.stdout
+
+
+def test_quick_code_mode_benchmark_reports_its_goal_and_exits_0() -> None:
+    """``bench_code_mode.py --quick`` runs a real program and reports the C1 line."""
+    script = SCRIPT.parent / "bench_code_mode.py"
+    completed = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == completed.returncode, completed.stderr
+    assert re.search(r"^C1 nested call: .* a direct execute", completed.stdout, re.MULTILINE)

@@ -99,6 +99,21 @@ EXPECTED: dict[str, list[Run]] = {
             )
         )
     ],
+    "code_mode.py": [
+        Run(
+            expected=(
+                "    async def fetch(*, url: str, seconds: float = 0.05) -> str:",
+                "  result step-1:code:4 (delete_file): DENIED",
+                "  | fetched: <page a>, <page b>, <page c>",
+                "  | refused: DENIED programs may not delete files",
+                "step-2 returned CODE_RUN_FAILED:",
+                "  | Error: code run failed (exception): ValueError: the page did not parse",
+                "  | starting",
+                "  result step-3:code:1 (fetch): ABORTED",
+                "step-3 returned ABORTED:",
+            )
+        )
+    ],
     "openai_agent.py": [
         Run(
             expected=(
