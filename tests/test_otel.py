@@ -586,3 +586,23 @@ def test_trace_context_does_nothing_without_opentelemetry() -> None:
     )
     assert 0 == done.returncode, done.stderr
     assert "{}" == done.stdout.strip()
+
+
+async def test_a_span_opened_in_a_worker_thread_of_the_body_is_a_child(traced: Traced) -> None:
+    """``trio.to_thread.run_sync`` runs in a copy of the body's context."""
+
+    def in_thread() -> str:
+        with traced.tracer.start_as_current_span("thread work"):
+            return "from thread"
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        """Works in a thread."""
+        return await trio.to_thread.run_sync(in_thread)
+
+    traced.registry.tool(body, name="tool")
+    await traced.execute()
+
+    thread_work, tool = traced.spans()
+    assert "execute_tool tool" == tool.name
+    assert thread_work.parent is not None
+    assert tool.context.span_id == thread_work.parent.span_id

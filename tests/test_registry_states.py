@@ -29,7 +29,7 @@ from hypothesis import event, note
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from strategies import concurrent_scenarios, scenarios
 
-from trio_tools import CancelSource, ToolRegistry
+from trio_tools import CancelSource, ToolExecution, ToolRegistry, ToolResult
 from trio_tools.testing import (
     Scenario,
     ScenarioRun,
@@ -47,19 +47,46 @@ def _label(scenario: Scenario, run: ScenarioRun) -> None:
     event(f"where={scenario.where} how={scenario.how} reached={run.triggered}")
 
 
+class _Tally:
+    """An instrument: calls started and not yet finished, and each finished result."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.results: list[ToolResult] = []
+
+    def call_started(self, exec: ToolExecution) -> None:
+        self.open += 1
+
+    def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
+        self.open -= 1
+        self.results.append(result)
+
+
 class RegistryStates(RuleBasedStateMachine):
-    """Scripted calls through one long-lived registry and a shared session signal."""
+    """Scripted calls through one long-lived registry and a shared session signal.
+
+    The registry has an instrument: every call, whatever cancels it, finishes there once
+    with the result the observers got.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         # One long-lived registry per enforce_timeouts setting: a scenario's must match.
         self.registries = {flag: ToolRegistry(enforce_timeouts=flag) for flag in (True, False)}
         self.session = CancelSource()
+        self.tally = _Tally()
+        for registry in self.registries.values():
+            registry.add_instrument(self.tally)
 
-    def _check(self, scenario: Scenario, run: ScenarioRun) -> None:
+    def _check(self, scenario: Scenario, run: ScenarioRun, *, instrumented: bool = True) -> None:
         note(f"expected: {expected_outcome(scenario)!r}")
         _label(scenario, run)
         check_scenario(scenario, run)
+        if instrumented:
+            finished, self.tally.results = self.tally.results, []
+            assert 0 == self.tally.open
+            assert list(run.published) == finished
+            assert all(a is b for a, b in zip(run.published, finished, strict=True))
 
     @rule(scenario=scenarios())
     def call_with_its_own_signal(self, scenario: Scenario) -> None:
@@ -108,7 +135,7 @@ class RegistryStates(RuleBasedStateMachine):
         runs = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
         assert len(batch) == len(runs)
         for scenario, run in zip(batch, runs, strict=True):
-            self._check(scenario, run)
+            self._check(scenario, run, instrumented=False)
 
     @rule()
     def start_a_new_session(self) -> None:

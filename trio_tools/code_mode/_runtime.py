@@ -112,7 +112,8 @@ class SubprocessRuntime:
     reaped.  When the run is cancelled, the group gets SIGTERM, then SIGKILL after
     ``grace_period`` seconds, and the child is reaped before the cancellation propagates.
 
-    This isolates the program from the agent's process; it is **not** a security sandbox:
+    POSIX only (sessions, process groups, ``RLIMIT_AS``).  This isolates the program from
+    the agent's process; it is **not** a security sandbox:
     the program runs as the same user, and can read and write what that user can.
 
     Args:
