@@ -140,6 +140,23 @@ EXPECTED: dict[str, list[Run]] = {
             )
         )
     ],
+    "mcp_client.py": [
+        Run(
+            expected=(
+                "mounted: files_word_count, files_slow_search",
+                "progress call-3 {'progress': 1.0, 'total': 20.0, 'message': 'page 1'}",
+                "[server] slow_search stopped: the MCP client cancelled the request"
+                " (notifications/cancelled)",
+                'result  call-1 OK: {"words":4}',
+                'result  call-2 OK: {"words":1}',
+                "result  call-3 ABORTED: Error: tool call aborted",
+                "result  call-4 ABORTED_BEFORE_DISPATCH (synthetic)",
+                "the journal is balanced",
+            )
+        )
+    ],
+    # Served over stdio; with no client (stdin at its end) it stops at once.
+    "mcp_server.py": [Run(stdin=b"", expected=())],
     # Written by other people: only what their purpose guarantees.
     "timeouts.py": [Run(expected=("TOOL_TIMEOUT",))],
     "agent_turn.py": [Run(expected=("ABORTED_BEFORE_DISPATCH (synthetic)", "balanced"))],
