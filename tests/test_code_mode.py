@@ -343,6 +343,31 @@ async def test_outer_cancellation_aborts_in_flight_rejects_queued_and_reaps_the_
     assert gone(int(lab.notes[0]))
 
 
+async def test_ambient_cancellation_settles_the_run_and_propagates() -> None:
+    """A Trio scope around the caller (not the signal): the nested call is still cancelled
+    through the run's signal and publishes its result, the child is reaped, and
+    ``trio.Cancelled`` reaches the scope."""
+    lab = make_lab()
+    code = "import os\nawait tools.note(text=str(os.getpid()))\nawait tools.hold(key='a')\n"
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def cancel_when_held() -> None:
+                await lab.held.setdefault("a", trio.Event()).wait()
+                scope.cancel()
+
+            nursery.start_soon(cancel_when_held)
+            await lab.run(code)
+
+    assert scope.cancelled_caught
+    assert CancelReason("CANCELLED", "run_code settled") == lab.reasons["a"]
+    assert [("note", ok("noted")), ("hold", aborted()), ("run_code", aborted())] == [
+        (lab.executions[call_id].name, r) for call_id, r in lab.results
+    ]
+    assert gone(int(lab.notes[0]))
+
+
 async def test_pre_aborted_outer_call_starts_no_child() -> None:
     runtime = CountingRuntime(SubprocessRuntime())
     lab = make_lab(runtime)
