@@ -93,6 +93,7 @@ class _Run:
         "_token",
         "agent",
         "arguments",
+        "arguments_error",
         "body_contexts",
         "body_invoked",
         "call_id",
@@ -131,6 +132,8 @@ class _Run:
         self._token: ExecutionToken | None = None
         self._execution: ToolExecution | None = None
         self.arguments: object = None
+        # Why JSON text of the arguments did not parse (an INVALID_ARGS violation), if so.
+        self.arguments_error: str | None = None
         # The arguments parsed for the definition, once validated.
         self.parsed: object = None
         self.body_invoked = False

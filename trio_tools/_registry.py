@@ -40,7 +40,7 @@ from ._execution import (
     _Run,
 )
 from ._instrument import Instrument, Instruments, check_instrument
-from ._json import NotJSONError, freeze, to_compact_json
+from ._json import JSONText, NestingTooDeepError, NotJSONError, freeze, to_compact_json
 from ._results import (
     BLOCKED,
     DENIED,
@@ -315,8 +315,22 @@ def _denied(reason: str, halt: Any = None) -> ToolResult:
     return error_result("ToolDeniedError", DENIED, reason, halt=halt)
 
 
-def _not_json_result(what: str) -> ToolResult:
-    return error_result("TypeError", NOT_JSON, f"tool {what} must be losslessly JSON-serializable")
+def _not_json_result(what: str, exc: NotJSONError | None = None) -> ToolResult:
+    message = f"tool {what} must be losslessly JSON-serializable"
+    if isinstance(exc, NestingTooDeepError):
+        message = f"{message}: {exc}"
+    return error_result("TypeError", NOT_JSON, message)
+
+
+def _materialise(arguments: object) -> tuple[object, str | None]:
+    """The frozen arguments, or ``(raw text, violation)`` for JSON text that does not parse.
+
+    Raises:
+        NotJSONError: not lossless JSON (for text: nested too deep).
+    """
+    if type(arguments) is JSONText:
+        return arguments.parse()
+    return freeze(arguments), None
 
 
 def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
@@ -352,8 +366,8 @@ def _body_result(value: object) -> ToolResult:
         return make_result(content, meta=meta)
     try:
         text = to_compact_json(freeze(value))
-    except NotJSONError:
-        return _not_json_result("result")
+    except NotJSONError as exc:
+        return _not_json_result("result", exc)
     return make_result((TextBlock(text),))
 
 
@@ -566,10 +580,15 @@ class ToolRegistry:
         if flag is True or flag is False:
             return "parallel" if flag else "exclusive"
         try:
-            value, violations = parse_arguments(definition, freeze(input.arguments))
+            arguments, text_error = _materialise(input.arguments)
+            if text_error is not None:
+                return "exclusive"
+            value, violations = parse_arguments(definition, arguments)
             if violations:
                 return "exclusive"
             return "parallel" if flag(value) is True else "exclusive"
+        except NotJSONError:
+            return "exclusive"  # the call will be NOT_JSON
         except Exception:
             logger.exception(
                 "concurrency_safe of tool %r raised; running it exclusively", input.name
@@ -771,9 +790,9 @@ class ToolRegistry:
         )
         run.stages = self._stages
         try:
-            run.arguments = freeze(input.arguments)
-        except NotJSONError:
-            run.decided = _not_json_result("execution arguments")
+            run.arguments, run.arguments_error = _materialise(input.arguments)
+        except NotJSONError as exc:
+            run.decided = _not_json_result("execution arguments", exc)
         return run, definition.finalize_content if definition is not None else None
 
     def _resolve(self, run: _Run) -> tuple[Any, ToolResult | None]:
@@ -781,6 +800,11 @@ class ToolRegistry:
         if definition is None:
             return None, error_result(
                 "ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"'
+            )
+        if run.arguments_error is not None and definition.args is not None:
+            # JSON text that did not parse; a raw tool (no argument type) gets the text.
+            return None, error_result(
+                "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
             )
         args, violations = parse_arguments(definition, run.arguments)
         if violations:
@@ -1041,9 +1065,9 @@ class ToolRegistry:
         meta = result.meta
         try:
             meta = freeze(meta)
-        except NotJSONError:
+        except NotJSONError as exc:
             result = replace_result(
-                _not_json_result("result"), additional_contexts=result.additional_contexts
+                _not_json_result("result", exc), additional_contexts=result.additional_contexts
             )
             meta, concludes = None, False
         if (
