@@ -110,8 +110,7 @@ def model(path: str, body: dict[str, Any]) -> Any:
 
 def report(calls: tuple[trio_tools.ToolCall, ...], outcome: trio_tools.BatchOutcome) -> None:
     for call, result in zip(calls, outcome.results, strict=True):
-        text = " ".join(b.text for b in result.content if isinstance(b, trio_tools.TextBlock))
-        print(f"  {call.name}({call.arguments}) -> {result.code or 'OK'}: {text}")
+        print(f"  {call.name}({call.arguments}) -> {result.code or 'OK'}: {result.text}")
 
 
 async def chat_agent(client: openai.AsyncOpenAI, question: str) -> str:

@@ -983,6 +983,10 @@ def test_stream_assemblers_reject_malformed_streams() -> None:
     assembler.feed(chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}))
     with pytest.raises(ValueError, match="#0 is incomplete"):
         assembler.tool_calls()
+    assembler = openai_chat.StreamAssembler()
+    assembler.feed(chat_chunk({"tool_calls": [{"index": 0, "id": 7, "function": {"name": "x"}}]}))
+    with pytest.raises(ValueError, match="#0 has a non-str id 7"):
+        assembler.tool_calls()
 
 
 def test_chat_stream_assembles_only_the_first_choice() -> None:

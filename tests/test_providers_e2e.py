@@ -209,7 +209,7 @@ async def test_anthropic_end_to_end(stream: bool) -> None:
             model="fake-model", max_tokens=100, messages=messages, tools=tools
         )
 
-    assert FINAL == final.content[0].text  # type: ignore[union-attr]
+    assert [FINAL] == [block.text for block in final.content if block.type == "text"]
     assert [] == server.rejected
     (_, first), (_, second) = server.requests
     assert json.loads(json.dumps(tools)) == first["tools"]

@@ -21,11 +21,12 @@ from .._json import to_compact_json
 from .._registry import ToolRegistry
 from .._results import AdditionalContext, ImageBlock, TextBlock, ToolResult
 from .._scheduler import BatchOutcome, ToolCall
+from ._schema import allows_null
+from ._strict import strict_schema
 
 __all__ = [
     "SUPPORTED_IMAGE_TYPES",
     "PartialCall",
-    "allows_null",
     "assembled",
     "content_parts",
     "context_text",
@@ -117,8 +118,6 @@ def tool_descriptions(registry: ToolRegistry, *, strict: bool) -> list[tuple[str
         ValueError: ``strict`` and a tool's schema has no strict form (the message names
             the tool).
     """
-    from ._strict import strict_schema
-
     out: list[tuple[str, str, JSONDict]] = []
     for schema in registry.schemas():
         parameters = cast(JSONDict, thaw(schema.parameters))
@@ -130,62 +129,6 @@ def tool_descriptions(registry: ToolRegistry, *, strict: bool) -> list[tuple[str
 
 # ---------------------------------------------------------------------------------------
 # Tool calls in: strict mode's nulls
-
-
-def _resolve(schema: object, root: Mapping[str, Any]) -> object:
-    """Follow local ``$ref``\\ s (``#/$defs/X``, ``#/definitions/X``); unknown refs: ``{}``."""
-    for _ in range(64):  # a bound, against refs that point at each other
-        if not isinstance(schema, Mapping):
-            return schema
-        node = cast("Mapping[str, object]", schema)
-        ref = node.get("$ref")
-        if ref is None:
-            return node
-        target: object = root
-        if isinstance(ref, str) and ref.startswith("#/"):
-            for part in ref[2:].split("/"):
-                target = (
-                    cast("Mapping[str, object]", target).get(part)
-                    if isinstance(target, Mapping)
-                    else None
-                )
-        else:
-            target = None
-        if target is None:
-            return {}  # unknown: anything, null included
-        schema = target
-    return {}
-
-
-def allows_null(schema: object, root: Mapping[str, Any]) -> bool:
-    """Whether JSON ``null`` may satisfy ``schema`` (conservatively ``True`` when unsure)."""
-    schema = _resolve(schema, root)
-    if isinstance(schema, bool):
-        return schema
-    if not isinstance(schema, Mapping):
-        return True
-    node = cast("Mapping[str, object]", schema)
-    kind = node.get("type")
-    if isinstance(kind, str) and kind != "null":
-        return False
-    if isinstance(kind, list | tuple) and "null" not in cast("Sequence[object]", kind):
-        return False
-    enum = node.get("enum")
-    if isinstance(enum, list | tuple) and None not in cast("Sequence[object]", enum):
-        return False
-    if "const" in node and node["const"] is not None:
-        return False
-    for key in ("anyOf", "oneOf"):
-        options = node.get(key)
-        if isinstance(options, list | tuple) and not any(
-            allows_null(option, root) for option in cast("Sequence[object]", options)
-        ):
-            return False
-    options = node.get("allOf")
-    return not (
-        isinstance(options, list | tuple)
-        and not all(allows_null(option, root) for option in cast("Sequence[object]", options))
-    )
 
 
 def _finite_float(text: str) -> float:
@@ -338,6 +281,11 @@ class PartialCall:
             raise ValueError(
                 f"streamed tool call #{position} is incomplete: id {self.call_id!r}, "
                 f"name {self.name!r}"
+            )
+        if not isinstance(self.call_id, str) or not isinstance(self.name, str):
+            raise ValueError(
+                f"streamed tool call #{position} has a non-str id {self.call_id!r} or name "
+                f"{self.name!r}"
             )
         if self.final is not None:
             arguments: object = self.final

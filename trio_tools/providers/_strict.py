@@ -4,7 +4,7 @@ Strict mode (``"strict": true``) makes the model's arguments always match the sc
 only for a subset of JSON Schema: every object schema lists all of its properties in
 ``required`` and has ``additionalProperties: false``.  So each property that was optional
 becomes required but nullable (the model sends ``null`` for "not given", which
-:func:`~trio_tools.providers._common.drop_unset_nulls` takes away again), and ``default``
+the tool calls' null-dropping takes away again), and ``default``
 (not part of the subset) is dropped.  Free-form objects (``dict[str, int]``, a raw tool's
 ``{"type": "object"}``) and tuples have no strict form: they raise ``ValueError``.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from ._common import allows_null
+from ._schema import allows_null
 
 __all__ = ["strict_schema"]
 
