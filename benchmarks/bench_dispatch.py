@@ -17,6 +17,8 @@ P7      provider conversion of a 100-call step vs running that batch        <= 0
 T1      P1 with one no-op instrument (``add_instrument``), vs P1            <= 1.05x
 T2      P1 traced by ``trio_tools.otel`` (SDK, recording), added us/call    (reported)
 A1      a signature tool vs the same tool with an attrs argument class      <= 1.05x
+J1      P4 (1,000 parallel calls) with the SQLite journal vs MemoryJournal  <= 2.0x
+J2      one sequential call with the SQLite journal, added us/call          (reported)
 ======  ==================================================================  ===========
 
 Floors:
@@ -36,6 +38,10 @@ Floors:
 * A1: ``registry.execute`` of ``read(args: ReadArgs, ctx)`` (an attrs class), against the
   signature tool ``read(path: str, max_bytes: int = 65536, *, ctx)``; both get
   ``{"path": "notes.txt", "max_bytes": 4096}``.
+* J1, J2: the same batch (J1: ``--batch`` parallel no-op calls; J2: one call) with a
+  ``MemoryJournal``; the SQLite journal (``synchronous="normal"``) is one session of a
+  fresh file in a temporary directory, open for the whole goal.  J2 also reports
+  ``synchronous="full"`` (an ``fsync`` per commit) as a diagnostic.
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
 timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
@@ -85,7 +91,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "J1", "J2")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -874,6 +880,108 @@ async def bench_providers(cfg: Config) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# J1, J2: the SQLite durable journal
+
+
+async def bench_journal(cfg: Config) -> None:
+    import os
+    import tempfile
+
+    source = CancelSource()
+    signal = source.signal
+    registry = plain_registry(safe=True)
+    size = cfg.batch
+    batches = max(1, cfg.calls // size)
+    call_ids = [f"call-{i}" for i in range(size)]
+    one = [trio_tools.ToolCall("call", "noop", "{}")]
+
+    def batch_loop(journal: Any, calls: list[trio_tools.ToolCall] | None = None) -> Loop:
+        async def loop(n: int) -> None:
+            step = len(calls) if calls is not None else size
+            for _ in range(max(1, n // step)):
+                batch = calls or [trio_tools.ToolCall(cid, "noop", "{}") for cid in call_ids]
+                await trio_tools.run_tool_calls(
+                    registry,
+                    batch,
+                    signal=signal,
+                    max_parallel=size,
+                    journal=journal() if callable(journal) else journal,
+                )
+
+        return loop
+
+    with tempfile.TemporaryDirectory() as directory:
+        async with (
+            trio_tools.open_sqlite_journal(
+                os.path.join(directory, "normal.db"), session="bench"
+            ) as normal,
+            trio_tools.open_sqlite_journal(
+                os.path.join(directory, "full.db"), session="bench", synchronous="full"
+            ) as full,
+        ):
+            check = await trio_tools.run_tool_calls(registry, one, signal=signal, journal=normal)
+            if check.results != (OK_RESULT,):
+                raise AssertionError(f"benchmark journal misbehaves: {check.results!r}")
+            writer = normal._writer
+            if "J1" in cfg.only:
+                before = (writer.transactions, writer.jobs)
+                samples = await run_rounds(
+                    cfg,
+                    {
+                        "floor": batch_loop(trio_tools.MemoryJournal),
+                        "J1": batch_loop(normal),
+                    },
+                    batches * size,
+                    size,
+                )
+                transactions = writer.transactions - before[0]
+                jobs = writer.jobs - before[1]
+                goal_line(
+                    "J1",
+                    f"run_tool_calls {size} parallel no-op calls, SQLite journal vs MemoryJournal",
+                    samples.ratio("J1"),
+                    2.0,
+                )
+                diag(
+                    f"MemoryJournal {us(samples.median('floor'))}/call, SQLite journal "
+                    f"{us(samples.median('J1'))}/call; CPU-time ratio "
+                    f"{samples.cpu_ratio('J1'):.2f}"
+                )
+                diag(
+                    f"group commit: {jobs} writes in {transactions} transactions "
+                    f"({jobs / max(1, transactions):.1f} per transaction)"
+                )
+            if "J2" in cfg.only:
+                n = max(1, min(cfg.calls, 2_000) // 2)
+                samples = await run_rounds(
+                    cfg,
+                    {
+                        "floor": batch_loop(trio_tools.MemoryJournal, one),
+                        "J2": batch_loop(normal, one),
+                        "J2 full": batch_loop(full, one),
+                    },
+                    n,
+                    min(cfg.chunk, n),
+                )
+
+                def added(name: str) -> float:
+                    return statistics.median(
+                        a - b
+                        for a, b in zip(samples.wall[name], samples.wall["floor"], strict=True)
+                    )
+
+                print(
+                    f"J2 one sequential call, SQLite journal (normal) added {us(added('J2'))}/call "
+                    f"over MemoryJournal goal=none (reported)"
+                )
+                diag(
+                    f"MemoryJournal {us(samples.median('floor'))}/call; SQLite normal "
+                    f"{us(samples.median('J2'))}/call; SQLite full {us(samples.median('J2 full'))}"
+                    f"/call (added {us(added('J2 full'))})"
+                )
+
+
+# ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -899,6 +1007,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_providers, cfg)
     if "A1" in cfg.only:
         trio.run(bench_signature, cfg)
+    if cfg.only & {"J1", "J2"}:
+        trio.run(bench_journal, cfg)
     sys.stdout.flush()
     return 0
 

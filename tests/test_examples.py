@@ -160,6 +160,20 @@ EXPECTED: dict[str, list[Run]] = {
     # Written by other people: only what their purpose guarantees.
     "timeouts.py": [Run(expected=("TOOL_TIMEOUT",))],
     "agent_turn.py": [Run(expected=("ABORTED_BEFORE_DISPATCH (synthetic)", "balanced"))],
+    "durable_agent.py": [
+        Run(
+            expected=(
+                "turn killed with SIGKILL: True",
+                "batch complete before recovery: False",
+                "recover() again returns the same: True",
+                "  search_flights  ABORTED                  synthetic Error: tool call aborted",
+                "  get_weather     ok                       real      Lisbon: sunny, 24 C",
+                "  book_hotel      ABORTED_BEFORE_DISPATCH  synthetic "
+                "Error: tool call aborted before dispatch",
+                "-> it never ran: safe to retry",
+            )
+        )
+    ],
 }
 
 

@@ -470,8 +470,7 @@ async def test_mount_rejects_a_bad_timeout_before_listing() -> None:
 
 async def test_a_mounted_timeout_is_the_tools_timeout(autojump_clock: trio.abc.Clock) -> None:
     remote = make_remote()
-    local = Local()
-    local.registry.add_around_execute(trio_tools.timeout_policy())
+    local = Local()  # the registry enforces tool timeouts by default
     async with open_client(remote.server(), "legacy-wire") as (client, wire):
         await mount(local.registry, client, timeout=2.5)
         result = await local.call("wait_for_stop", {}, CancelSource().signal)

@@ -23,6 +23,7 @@ from ._execution import ToolExecution as ToolExecution
 from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
 from ._instrument import Instrument as Instrument
+from ._journal import BatchRecord as BatchRecord
 from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
 from ._registry import Guard as Guard
@@ -53,6 +54,7 @@ from ._results import TextBlock as TextBlock
 from ._results import ToolOutput as ToolOutput
 from ._results import ToolResult as ToolResult
 from ._scheduler import BatchOutcome as BatchOutcome
+from ._scheduler import DurableJournal as DurableJournal
 from ._scheduler import Journal as Journal
 from ._scheduler import JournalEvent as JournalEvent
 from ._scheduler import MemoryJournal as MemoryJournal
@@ -63,6 +65,8 @@ from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
 from ._signal import open_signal as open_signal
+from ._sqlite import SqliteJournal as SqliteJournal
+from ._sqlite import open_sqlite_journal as open_sqlite_journal
 from ._timeout import timeout_policy as timeout_policy
 from ._tool import ToolDefinition as ToolDefinition
 from ._tool import ToolSchema as ToolSchema
@@ -92,6 +96,7 @@ __all__ = [
     "AroundWrapper",
     "Ask",
     "BatchOutcome",
+    "BatchRecord",
     "Block",
     "CancelReason",
     "CancelSignal",
@@ -99,6 +104,7 @@ __all__ = [
     "CommandResult",
     "ContentBlock",
     "Deny",
+    "DurableJournal",
     "ErrorInfo",
     "ExecutionToken",
     "Guard",
@@ -114,6 +120,7 @@ __all__ = [
     "PreExecuteHook",
     "Registration",
     "ResultObserver",
+    "SqliteJournal",
     "TextBlock",
     "ToolCall",
     "ToolDefinition",
@@ -129,6 +136,7 @@ __all__ = [
     "define_tool",
     "open_sigint_cancel",
     "open_signal",
+    "open_sqlite_journal",
     "run_command",
     "run_tool_calls",
     "timeout_policy",

@@ -103,6 +103,7 @@ class _Run:
         "definition",
         "dispatch_signal",
         "halt",
+        "hooks",
         "name",
         "on_progress",
         "parent",
@@ -145,6 +146,8 @@ class _Run:
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ToolRegistry._enter).
         self.stages: Any = None
+        # The batch scheduler's private per-call hooks (``_registry._CallHooks``), if any.
+        self.hooks: Any = None
 
     @property
     def token(self) -> ExecutionToken:

@@ -26,6 +26,7 @@ __all__ = [
     "NestingTooDeepError",
     "NotJSONError",
     "freeze",
+    "from_json_text",
     "thaw",
     "to_compact_json",
 ]
@@ -322,33 +323,50 @@ class JSONText:
         return outcome
 
 
+def _parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    # Past Python's int-from-text digit limit: convert in chunks below it.
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("-")
+    number = 0
+    for start in range(0, len(digits), _DIGITS_PER_CHUNK):
+        chunk = digits[start : start + _DIGITS_PER_CHUNK]
+        number = number * 10 ** len(chunk) + int(chunk)
+    return sign * number
+
+
 class _ConstantError(ValueError):
-    pass
+    """``NaN``, ``Infinity`` or ``-Infinity`` in JSON text: not JSON."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} is not JSON")
+        self.name = name
 
 
 def _reject_constant(name: str) -> NoReturn:
     raise _ConstantError(name)
 
 
-def _any_size_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:  # past Python's int-from-text digit limit
-        pass
-    digits = text.lstrip("-")
-    number = 0
-    for start in range(0, len(digits), _DIGITS_PER_CHUNK):
-        chunk = digits[start : start + _DIGITS_PER_CHUNK]
-        number = number * 10 ** len(chunk) + int(chunk)
-    return -number if text.startswith("-") else number
-
-
-# The fast decoder leaves ints to C; the second one, used only when an int is too long for
-# Python's digit limit, converts them in chunks.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_BIG_INT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_any_size_int)
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_reject_constant)
+# For arguments: ints left to C (the common case, fast); _decode falls back to _DECODER
+# only for an int past Python's digit limit.
+_FAST_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 # A JSON string, or a bare constant outside strings: to find where a constant is.
 _CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def from_json_text(text: str) -> object:
+    """Decode JSON text written by :func:`to_compact_json`: ints of any size, no NaN.
+
+    Arrays come back as ``list`` and objects as ``dict`` (plain JSON, not frozen).
+
+    Raises:
+        ValueError: ``text`` is not JSON.
+    """
+    return _DECODER.decode(text)
 
 
 def _position(text: str, index: int) -> str:
@@ -359,11 +377,11 @@ def _position(text: str, index: int) -> str:
 
 def _decode(text: str) -> object:
     try:
-        return _DECODER.decode(text)
+        return _FAST_DECODER.decode(text)
     except (json.JSONDecodeError, _ConstantError):
         raise
     except ValueError:  # an int past the digit limit
-        return _BIG_INT_DECODER.decode(text)
+        return _DECODER.decode(text)
 
 
 def _parse_text(text: str) -> tuple[object, str | None]:
@@ -376,7 +394,7 @@ def _parse_text(text: str) -> tuple[object, str | None]:
     except _ConstantError as exc:
         where = next((m.start(1) for m in _CONSTANT.finditer(text) if m.group(1) is not None), None)
         position = "" if where is None else f" {_position(text, where)}"
-        return text, f"not valid JSON ({exc} is not allowed{position})"
+        return text, f"not valid JSON ({exc.name} is not allowed{position})"
     except RecursionError:
         # Python's decoder recurses per level: text this deep is beyond MAX_DEPTH anyway.
         raise NestingTooDeepError from None

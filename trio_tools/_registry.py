@@ -142,6 +142,16 @@ class _CallHooks(Protocol):
         run one at a time in model order while each call dispatches right after its gate.
         """
 
+    async def dispatching(self) -> bool:
+        """The body is about to be invoked: the last step before it, awaited.
+
+        The scheduler writes its write-ahead dispatch marker here.  ``False`` means the
+        write failed (the scheduler has recorded that internal failure): the body is not
+        invoked and the call ends ``ABORTED_BEFORE_DISPATCH``.  The signal is checked again
+        afterwards: if it fired meanwhile, the body is not invoked either.
+        """
+        ...
+
     def dispatch_settled(self) -> None:
         """The around-execute chain (and so the body) settled, before post-execute: this
         frees the call's pool slot."""
@@ -668,6 +678,7 @@ class ToolRegistry:
         """
         # 1. Entry (synchronous): token, fields read once, definition, materialisation.
         run, finalize = self._enter(input)
+        run.hooks = hooks
         stages: _Stages = run.stages
         instruments = stages.instruments
         view: ToolExecution | None = None  # set when the call has instruments
@@ -924,6 +935,10 @@ class ToolRegistry:
         key = -1
         try:
             if fused.cancelled:
+                return aborted(body_invoked=False)
+            hooks: _CallHooks | None = run.hooks
+            # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
+            if hooks is not None and (not await hooks.dispatching() or fused.cancelled):
                 return aborted(body_invoked=False)
             run.body_invoked = True
             # The per-call nursery's own cancel scope is the scope bound to the fused

@@ -17,7 +17,7 @@ model order by construction, and the journal never sees two writes at once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, Protocol, final
 
 import attrs
@@ -33,6 +33,7 @@ from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
     "BatchOutcome",
+    "DurableJournal",
     "Journal",
     "JournalEvent",
     "MemoryJournal",
@@ -149,6 +150,41 @@ class Journal(Protocol):
 
     async def record_result(self, call: ToolCall, result: ToolResult) -> None:
         """Record the one committed result of ``call``."""
+        ...
+
+
+class DurableJournal(Journal, Protocol):
+    """A :class:`Journal` that lets a batch be recovered after its process died.
+
+    :func:`run_tool_calls` uses each of these methods that the journal has, on top of
+    ``record_call`` and ``record_result`` (which keep their meaning):
+
+    * ``record_batch(calls)``: the step's whole call list, in model order, awaited before
+      anything of the batch runs (so the model's unstarted calls are known too);
+    * ``record_dispatch(call)``: awaited immediately before the call's body is invoked, from
+      the call's own task: the write-ahead marker that the body may have run.  If it
+      raises, the body is not invoked and the batch raises that error as an internal
+      failure;
+    * ``record_settled(call, result)``: the call's final result as soon as it is
+      published, in whatever order calls finish, from the call's own task (so a finished
+      call's result does not wait for a slower sibling's commit).
+
+    Unlike the two :class:`Journal` methods, these are called concurrently (several calls
+    dispatch and settle at once): a durable journal must accept concurrent writes.  Every
+    write is shielded from cancellation; a raising write is an internal failure of the
+    batch.
+    """
+
+    async def record_batch(self, calls: tuple[ToolCall, ...]) -> None:
+        """Record the step's whole call list, before anything of the batch runs."""
+        ...
+
+    async def record_dispatch(self, call: ToolCall) -> None:
+        """Record, durably, that the body of ``call`` is about to be invoked."""
+        ...
+
+    async def record_settled(self, call: ToolCall, result: ToolResult) -> None:
+        """Record the final result of ``call`` as soon as it is published."""
         ...
 
 
@@ -350,6 +386,12 @@ async def run_tool_calls(
     await trio.lowlevel.checkpoint()
 
     batch = _Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
+    record_batch = getattr(journal, "record_batch", None)
+    if record_batch is not None:
+        # Before anything of the batch runs: a raise here is an internal failure with
+        # nothing to drain.  Shielded: a write that began always completes.
+        with trio.CancelScope(shield=True):
+            await record_batch(batch_calls)
     error: BaseException | None = None
     dispose = signal.add_listener(batch.on_signal)
     try:
@@ -415,6 +457,20 @@ class _CallReport:
         self._batch.gate_passed[self._index] = True
         self._batch.changed.set()
 
+    async def dispatching(self) -> bool:
+        batch = self._batch
+        record_dispatch = batch.record_dispatch
+        if record_dispatch is None:
+            return True
+        try:
+            # The write-ahead marker: a write that began always completes.
+            with trio.CancelScope(shield=True):
+                await record_dispatch(batch.calls[self._index])
+        except Exception as exc:
+            batch._fail(exc)
+            return False
+        return True
+
     def dispatch_settled(self) -> None:
         # The pool slot frees here, before post-execute; at most once.
         if self._slot_held:
@@ -446,6 +502,8 @@ class _Batch:
         "next",
         "on_progress",
         "published",
+        "record_dispatch",
+        "record_settled",
         "recorded",
         "registry",
         "results",
@@ -468,6 +526,13 @@ class _Batch:
         self.signal = signal
         self.max_parallel = max_parallel
         self.journal = journal
+        # A DurableJournal's extra methods, each used when the journal has it.
+        self.record_dispatch: Callable[[ToolCall], Awaitable[None]] | None = getattr(
+            journal, "record_dispatch", None
+        )
+        self.record_settled: Callable[[ToolCall, ToolResult], Awaitable[None]] | None = getattr(
+            journal, "record_settled", None
+        )
         self.agent = agent
         self.on_progress = on_progress
         self.inputs: list[ToolExecutionInput | None] = [None] * count
@@ -512,6 +577,14 @@ class _Batch:
             self.gate_passed[index] = True
             report.dispatch_settled()  # a call that never dispatched frees its slot now
         if result is not None:
+            record_settled = self.record_settled
+            if record_settled is not None:
+                try:
+                    # Durable before the commit, which may wait for slower siblings.
+                    with trio.CancelScope(shield=True):
+                        await record_settled(self.calls[index], result)
+                except Exception as exc:
+                    self._fail(exc)
             self.results[index] = result
             if result.halt is not None:
                 self.halted = True
@@ -563,8 +636,20 @@ class _Batch:
             return False
         result = self.results[index]
         if result is not None:
-            await self._record_result(index, result)
-            self.committed = index + 1
+            end = index + 1
+            if self.record_settled is not None:
+                # A durable journal accepts concurrent writes: commit every result that is
+                # ready, in one round of overlapping writes (each result is durable
+                # already, from record_settled; what the commits add is that they are
+                # final).
+                results = self.results
+                while end < len(results) and results[end] is not None:
+                    end += 1
+            if end == index + 1:
+                await self._record_result(index, result)
+            else:
+                await self._record_results(index, end)
+            self.committed = end
         elif self.halted or self.signal.cancelled:
             if index < self.next:
                 await self._wait_changed()  # drain: started calls settle on their own
@@ -664,6 +749,28 @@ class _Batch:
             # Same as _record_call: a started write always completes.
             with trio.CancelScope(shield=True):
                 await journal.record_result(self.calls[index], result)
+
+    async def _record_results(self, start: int, end: int) -> None:
+        """Commit the ready results ``start:end`` with overlapping journal writes."""
+        journal = self.journal
+        assert journal is not None
+        failures: list[Exception] = []
+
+        async def write(index: int, result: ToolResult) -> None:
+            try:
+                await journal.record_result(self.calls[index], result)
+            except Exception as exc:
+                failures.append(exc)
+
+        # Same as _record_call: a started write always completes.
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                for index in range(start, end):
+                    result = self.results[index]
+                    assert result is not None  # the caller checked: every one is ready
+                    nursery.start_soon(write, index, result)
+        if failures:
+            raise _first_failure(failures)
 
     def outcome(self) -> BatchOutcome:
         results = tuple(result for result in self.results if result is not None)
