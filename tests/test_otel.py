@@ -33,7 +33,6 @@ from trio_tools import (
     ToolRegistry,
     ToolResult,
     ToolRunContext,
-    _trace_context,
     run_tool_calls,
 )
 
@@ -540,52 +539,6 @@ def test_a_missing_opentelemetry_names_the_extra() -> None:
     )
     assert 0 == done.returncode, done.stderr
     assert "pip install 'trio_tools[otel]'" in done.stdout
-
-
-# -- W3C trace context across a process hop ---------------------------------------------------
-
-
-def test_trace_context_crosses_a_hop_through_a_carrier(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    """What the MCP adapters put in a request's ``_meta`` and read back on the other side."""
-    tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("client") as client:
-        carrier = _trace_context.inject_trace_context()
-    assert {"traceparent"} <= set(carrier)
-
-    with (
-        _trace_context.open_trace_context({**carrier, "progressToken": 7}),
-        tracer.start_as_current_span("server"),
-    ):
-        pass
-    assert trace.INVALID_SPAN is trace.get_current_span()
-
-    server = next(span for span in exporter.get_finished_spans() if span.name == "server")
-    assert server.parent is not None
-    assert client.get_span_context().span_id == server.parent.span_id
-    assert client.get_span_context().trace_id == server.context.trace_id
-
-
-def test_no_trace_context_outside_a_span_and_none_taken_without_traceparent(
-    provider: TracerProvider, exporter: InMemorySpanExporter
-) -> None:
-    assert {} == _trace_context.inject_trace_context()
-    with _trace_context.open_trace_context({"other": "x"}):
-        assert trace.INVALID_SPAN is trace.get_current_span()
-    with _trace_context.open_trace_context(None):
-        assert trace.INVALID_SPAN is trace.get_current_span()
-
-
-def test_trace_context_does_nothing_without_opentelemetry() -> None:
-    done = _run_python(
-        "import sys; sys.modules['opentelemetry'] = None\n"
-        "from trio_tools import _trace_context as t\n"
-        "with t.open_trace_context({'traceparent': '00-' + '1' * 32 + '-' + '2' * 16 + '-01'}):\n"
-        "    print(t.inject_trace_context())\n"
-    )
-    assert 0 == done.returncode, done.stderr
-    assert "{}" == done.stdout.strip()
 
 
 async def test_a_span_opened_in_a_worker_thread_of_the_body_is_a_child(traced: Traced) -> None:
