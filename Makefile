@@ -33,6 +33,7 @@ typecheck: $(STAMP_DEV)
 	$(BIN)/python tests/typing/check_rejections.py
 
 pytest: $(STAMP_DEV)
+	bash .ci/ensure-postgres
 	$(BIN)/python -m pytest
 
 test: lint typecheck pytest

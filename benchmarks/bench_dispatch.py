@@ -19,6 +19,7 @@ T2      P1 traced by ``trio_tools.otel`` (SDK, recording), added us/call    (rep
 A1      a signature tool vs the same tool with an attrs argument class      <= 1.05x
 J1      P4 (1,000 parallel calls) with the SQLite journal vs MemoryJournal  <= 2.0x
 J2      one sequential call with the SQLite journal, added us/call          (reported)
+J3      J1 with the Postgres journal (a local server) vs MemoryJournal      (reported)
 ======  ==================================================================  ===========
 
 Floors:
@@ -42,6 +43,11 @@ Floors:
   ``MemoryJournal``; the SQLite journal (``synchronous="normal"``) is one session of a
   fresh file in a temporary directory, open for the whole goal.  J2 also reports
   ``synchronous="full"`` (an ``fsync`` per commit) as a diagnostic.
+* J3: J1's batch with the Postgres journal, one session of a fresh schema, against the
+  server of ``--postgres CONNINFO`` or else a throw-away local server started like the test
+  suite's (``tests/pg_server.py``: ``initdb`` in a temporary directory, 127.0.0.1, server
+  defaults but ``fsync=off``, so the number is the round trips and the server's work, not
+  the disk).  Also reports the writes per transaction (group commit).
 
 Timings use :func:`time.perf_counter` under ``trio.run`` with the real (default) clock.  Each
 timed goal runs ``--warmup`` unmeasured rounds, then ``--rounds`` rounds of ``--calls`` calls
@@ -91,7 +97,7 @@ from trio_tools import (
     ToolRunContext,
 )
 
-GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "J1", "J2")
+GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "J1", "J2", "J3")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
 
 Loop = Callable[[int], Awaitable[None]]
@@ -111,6 +117,7 @@ class Config:
         self.inflight: int = ns.inflight
         self.chunk: int = ns.chunk
         self.only: set[str] = ns.only
+        self.postgres: str | None = ns.postgres
 
 
 def parse_args(argv: list[str] | None) -> Config:
@@ -130,6 +137,12 @@ def parse_args(argv: list[str] | None) -> Config:
         default=",".join(GOALS),
         type=lambda text: {part.strip().upper() for part in text.split(",") if part.strip()},
         help="comma-separated goals to run, e.g. P1,P2",
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="CONNINFO",
+        default=None,
+        help="J3's server (default: start a throw-away local one, as the tests do)",
     )
     parser.add_argument(
         "--quick",
@@ -891,24 +904,7 @@ async def bench_journal(cfg: Config) -> None:
     signal = source.signal
     registry = plain_registry(safe=True)
     size = cfg.batch
-    batches = max(1, cfg.calls // size)
-    call_ids = [f"call-{i}" for i in range(size)]
     one = [trio_tools.ToolCall("call", "noop", "{}")]
-
-    def batch_loop(journal: Any, calls: list[trio_tools.ToolCall] | None = None) -> Loop:
-        async def loop(n: int) -> None:
-            step = len(calls) if calls is not None else size
-            for _ in range(max(1, n // step)):
-                batch = calls or [trio_tools.ToolCall(cid, "noop", "{}") for cid in call_ids]
-                await trio_tools.run_tool_calls(
-                    registry,
-                    batch,
-                    signal=signal,
-                    max_parallel=size,
-                    journal=journal() if callable(journal) else journal,
-                )
-
-        return loop
 
     with tempfile.TemporaryDirectory() as directory:
         async with (
@@ -922,43 +918,16 @@ async def bench_journal(cfg: Config) -> None:
             check = await trio_tools.run_tool_calls(registry, one, signal=signal, journal=normal)
             if check.results != (OK_RESULT,):
                 raise AssertionError(f"benchmark journal misbehaves: {check.results!r}")
-            writer = normal._writer
             if "J1" in cfg.only:
-                before = (writer.transactions, writer.jobs)
-                samples = await run_rounds(
-                    cfg,
-                    {
-                        "floor": batch_loop(trio_tools.MemoryJournal),
-                        "J1": batch_loop(normal),
-                    },
-                    batches * size,
-                    size,
-                )
-                transactions = writer.transactions - before[0]
-                jobs = writer.jobs - before[1]
-                goal_line(
-                    "J1",
-                    f"run_tool_calls {size} parallel no-op calls, SQLite journal vs MemoryJournal",
-                    samples.ratio("J1"),
-                    2.0,
-                )
-                diag(
-                    f"MemoryJournal {us(samples.median('floor'))}/call, SQLite journal "
-                    f"{us(samples.median('J1'))}/call; CPU-time ratio "
-                    f"{samples.cpu_ratio('J1'):.2f}"
-                )
-                diag(
-                    f"group commit: {jobs} writes in {transactions} transactions "
-                    f"({jobs / max(1, transactions):.1f} per transaction)"
-                )
+                await journal_batch_goal(cfg, "J1", "SQLite", normal, 2.0)
             if "J2" in cfg.only:
                 n = max(1, min(cfg.calls, 2_000) // 2)
                 samples = await run_rounds(
                     cfg,
                     {
-                        "floor": batch_loop(trio_tools.MemoryJournal, one),
-                        "J2": batch_loop(normal, one),
-                        "J2 full": batch_loop(full, one),
+                        "floor": batch_loop(trio_tools.MemoryJournal, size, one),
+                        "J2": batch_loop(normal, size, one),
+                        "J2 full": batch_loop(full, size, one),
                     },
                     n,
                     min(cfg.chunk, n),
@@ -979,6 +948,87 @@ async def bench_journal(cfg: Config) -> None:
                     f"{us(samples.median('J2'))}/call; SQLite full {us(samples.median('J2 full'))}"
                     f"/call (added {us(added('J2 full'))})"
                 )
+
+
+def batch_loop(journal: Any, size: int, calls: list[trio_tools.ToolCall] | None = None) -> Loop:
+    """Batches of ``size`` parallel no-op calls (or ``calls``) on ``journal``."""
+    registry = plain_registry(safe=True)
+    signal = CancelSource().signal
+    call_ids = [f"call-{i}" for i in range(size)]
+
+    async def loop(n: int) -> None:
+        step = len(calls) if calls is not None else size
+        for _ in range(max(1, n // step)):
+            batch = calls or [trio_tools.ToolCall(cid, "noop", "{}") for cid in call_ids]
+            await trio_tools.run_tool_calls(
+                registry,
+                batch,
+                signal=signal,
+                max_parallel=size,
+                journal=journal() if callable(journal) else journal,
+            )
+
+    return loop
+
+
+# ------------------------------------------------------------------------------------------
+# J3: the Postgres durable journal
+
+
+def bench_postgres(cfg: Config) -> None:
+    if cfg.postgres is not None:
+        trio.run(bench_postgres_at, cfg, cfg.postgres)
+        return
+    import os
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from pg_server import PostgresServer  # the test suite's throw-away server
+
+    server = PostgresServer.start()
+    try:
+        trio.run(bench_postgres_at, cfg, server.create_schema())
+    finally:
+        server.stop()
+
+
+async def bench_postgres_at(cfg: Config, conninfo: str) -> None:
+    async with trio_tools.open_postgres_journal(conninfo, session="bench") as journal:
+        one = [trio_tools.ToolCall("call", "noop", "{}")]
+        check = await batch_loop(journal, 1, one)(1), await journal.history()
+        if check[1][-1].results != (OK_RESULT,):
+            raise AssertionError(f"benchmark journal misbehaves: {check[1]!r}")
+        await journal_batch_goal(cfg, "J3", "Postgres", journal, None)
+
+
+async def journal_batch_goal(
+    cfg: Config, goal: str, backend: str, journal: Any, limit: float | None
+) -> None:
+    """J1, J3: batches of ``--batch`` parallel no-op calls on ``journal`` vs MemoryJournal."""
+    size = cfg.batch
+    writer = journal._writer
+    before = (writer.transactions, writer.jobs)
+    samples = await run_rounds(
+        cfg,
+        {"floor": batch_loop(trio_tools.MemoryJournal, size), goal: batch_loop(journal, size)},
+        max(1, cfg.calls // size) * size,
+        size,
+    )
+    transactions = writer.transactions - before[0]
+    jobs = writer.jobs - before[1]
+    goal_line(
+        goal,
+        f"run_tool_calls {size} parallel no-op calls, {backend} journal vs MemoryJournal",
+        samples.ratio(goal),
+        limit,
+    )
+    diag(
+        f"MemoryJournal {us(samples.median('floor'))}/call, {backend} journal "
+        f"{us(samples.median(goal))}/call; CPU-time ratio {samples.cpu_ratio(goal):.2f}"
+    )
+    diag(
+        f"group commit: {jobs} writes in {transactions} transactions "
+        f"({jobs / max(1, transactions):.1f} per transaction)"
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -1009,6 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(bench_signature, cfg)
     if cfg.only & {"J1", "J2"}:
         trio.run(bench_journal, cfg)
+    if "J3" in cfg.only:
+        bench_postgres(cfg)
     sys.stdout.flush()
     return 0
 

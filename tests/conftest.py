@@ -3,9 +3,16 @@
 # each finish well under a minute on two slow cores.  `thorough` (HYPOTHESIS_PROFILE=
 # thorough) explores freshly random examples, >= 2,000 per machine.  `dev` is a quick loop.
 import os as _os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
 
+import pytest
+from helpers_journal import open_journal_at
 from hypothesis import HealthCheck as _HealthCheck
 from hypothesis import settings as _settings
+from pg_server import PostgresMissing, PostgresServer
 
 _settings.register_profile(
     "ci",
@@ -24,3 +31,49 @@ _settings.register_profile(
 )
 _settings.register_profile("dev", deadline=None, max_examples=20, print_blob=True)
 _settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# -- durable journal backends --------------------------------------------------------------
+# `journal_backend` runs a test once per backend; `open_journal(session)` opens a session of
+# a fresh journal of that backend (a file in tmp_path, or a fresh schema of the test
+# suite's own PostgreSQL server, started once per run).
+
+JOURNAL_BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the whole run; a missing installation fails, never skips."""
+    try:
+        server = PostgresServer.start()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=JOURNAL_BACKENDS)
+def journal_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def journal_target(
+    journal_backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[[Path], str]:
+    """Makes a fresh journal target of the backend (a path, or a conninfo using a new schema)."""
+    if journal_backend == "sqlite":
+        return lambda directory: str(directory / "journal.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return lambda directory: server.create_schema()
+
+
+@pytest.fixture
+def open_journal(
+    journal_backend: str, journal_target: Callable[[Path], str], tmp_path: Path
+) -> Callable[[str], AbstractAsyncContextManager[Any]]:
+    """``open_journal(session)``: open a session of one fresh journal of the backend."""
+    target = journal_target(tmp_path)
+    return lambda session: open_journal_at(journal_backend, target, session)

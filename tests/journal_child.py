@@ -10,12 +10,14 @@ first writes its marker file (flushed and fsynced), then does what the plan says
 process, calls ``recover()`` twice, reads ``history()``, reopens the journal and calls
 ``recover()`` once more, and prints one JSON line per target.
 
-The journal backends are named in ``OPENERS``: a new backend adds its opener there and its
-target factory in the test module, and the whole crash suite runs on it.
+The journal backends are named in ``OPENERS`` (from ``helpers_journal``): a new backend
+adds its opener there and its target factory in ``conftest.journal_target``, and the whole
+crash suite runs on it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -25,12 +27,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import trio
+from helpers_journal import open_journal_at
 
 import trio_tools
 from trio_tools import ToolCall, ToolResult, ToolRunContext
 
 OPENERS: dict[str, Callable[[str, str], AbstractAsyncContextManager[Any]]] = {
-    "sqlite": lambda target, session: trio_tools.open_sqlite_journal(target, session=session),
+    backend: functools.partial(open_journal_at, backend) for backend in ("sqlite", "postgres")
 }
 
 

@@ -10,8 +10,9 @@ then recovers each journal, and the test checks the guarantees:
 * every call whose result had been settled keeps that real result;
 * ``recover()`` twice, and again after reopening, gives the same.
 
-The suite runs once per journal backend in ``BACKENDS`` (each names an opener of
-``journal_child.OPENERS`` and makes a fresh target for each run).
+The suite runs once per journal backend of ``conftest.JOURNAL_BACKENDS`` (each names an
+opener of ``journal_child.OPENERS``; ``journal_target`` makes a fresh target for each run:
+a SQLite file, or a new schema of the suite's PostgreSQL server).
 """
 
 from __future__ import annotations
@@ -57,16 +58,8 @@ PLAN: list[list[tuple[str, str, dict[str, Any]]]] = [
 ]
 
 
-def sqlite_target(directory: Path) -> str:
-    return str(directory / "journal.db")
-
-
-BACKENDS: dict[str, Callable[[Path], str]] = {"sqlite": sqlite_target}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+# The backend and its fresh targets come from conftest (`journal_backend`,
+# `journal_target`): the suite runs once per journal backend.
 
 
 @attrs.define
@@ -244,9 +237,12 @@ def check_guarantees(run: Run, recovery: dict[str, Any], coverage: Coverage) -> 
 
 
 def test_sigkill_after_every_journal_write_and_at_random_moments(
-    backend: str, tmp_path: Path, processes: list[subprocess.Popen[str]]
+    journal_backend: str,
+    journal_target: Callable[[Path], str],
+    tmp_path: Path,
+    processes: list[subprocess.Popen[str]],
 ) -> None:
-    make_target = BACKENDS[backend]
+    backend, make_target = journal_backend, journal_target
     # The uninterrupted run: how many writes there are, and how long a run takes.
     (tmp_path / "full").mkdir()
     full = Run(tmp_path / "full", make_target(tmp_path / "full"))

@@ -1,7 +1,9 @@
-"""The SQLite journal: history, recovery, sessions, locks, errors at open, failing writes.
+"""Durable journals: history, recovery, sessions, locks, errors at open, failing writes.
 
-Real SQLite files in ``tmp_path``; the only processes are the lock holders and the
-unprivileged opener of the read-only test, each waited for.
+The tests taking ``open_journal`` run once per backend (``conftest.JOURNAL_BACKENDS``: a real
+SQLite file in ``tmp_path``, a fresh schema of the suite's own PostgreSQL server); the
+others are SQLite's own (``test_journal_postgres.py`` has Postgres's).  The only processes
+are the lock holders and the unprivileged opener of the read-only test, each waited for.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from helpers_journal import calls, open_journal_at, registry
 from helpers_registry import ok
 
 import trio_tools
@@ -38,36 +43,23 @@ from trio_tools import (
 )
 from trio_tools._results import aborted
 
+OpenJournal = Callable[[str], AbstractAsyncContextManager[Any]]
+
 SYNTHETIC_ABORTED = aborted(body_invoked=True, synthetic=True)
 SYNTHETIC_BEFORE = aborted(body_invoked=False, synthetic=True)
 
 
-def registry() -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @registry.tool(concurrency_safe=True)
-    async def echo(args: object, ctx: ToolRunContext) -> str:
-        return f"echo {ctx.call_id}"
-
-    return registry
-
-
-def calls(*ids: str, name: str = "echo") -> list[ToolCall]:
-    return [ToolCall(call_id, name, {"n": index}) for index, call_id in enumerate(ids)]
-
-
-async def run(journal: SqliteJournal, batch: list[ToolCall]) -> BatchOutcome:
+async def run(journal: Any, batch: list[ToolCall]) -> BatchOutcome:
     return await run_tool_calls(registry(), batch, signal=CancelSource().signal, journal=journal)
 
 
 # -- history and recovery -----------------------------------------------------------------
 
 
-async def test_history_of_completed_batches(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
+async def test_history_of_completed_batches(open_journal: OpenJournal) -> None:
     first = calls("c1", "c2")
     second = [*calls("c1"), ToolCall("c9", "missing", "{}")]  # call ids repeat across batches
-    async with open_sqlite_journal(path, session="s") as journal:
+    async with open_journal("s") as journal:
         out1 = await run(journal, first)
         out2 = await run(journal, second)
         history = await journal.history()
@@ -83,7 +75,7 @@ async def test_history_of_completed_batches(tmp_path: Path) -> None:
     assert (ok("echo c1"), ok("echo c2")) == out1.results
 
 
-async def interrupted_batch(journal: SqliteJournal) -> list[ToolCall]:
+async def interrupted_batch(journal: Any) -> list[ToolCall]:
     """Write a batch the way a crash leaves it: c0 committed, c1 settled, c2 dispatched."""
     batch = calls("c0", "c1", "c2", "c3")
     await journal.record_batch(batch)
@@ -97,9 +89,9 @@ async def interrupted_batch(journal: SqliteJournal) -> list[ToolCall]:
 
 
 async def test_recover_classifies_every_uncommitted_call_by_its_dispatch_marker(
-    tmp_path: Path,
+    open_journal: OpenJournal,
 ) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+    async with open_journal("s") as journal:
         batch = await interrupted_batch(journal)
         (before,) = await journal.history()
         assert (ok("zero"), None, None, None) == before.results
@@ -128,23 +120,24 @@ async def test_recover_classifies_every_uncommitted_call_by_its_dispatch_marker(
     assert not recovered[0].results[1].synthetic
 
 
-async def test_recover_is_idempotent_also_after_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
-    async with open_sqlite_journal(path, session="s") as journal:
+async def test_recover_is_idempotent_also_after_reopening(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         await interrupted_batch(journal)
         first = await journal.recover()
         assert first == await journal.recover()
         history = await journal.history()
         # A later, complete batch is not part of what recovery closed.
         await run(journal, calls("d1"))
-    async with open_sqlite_journal(path, session="s") as journal:
+    async with open_journal("s") as journal:
         assert first == await journal.recover()
         assert history == (await journal.history())[:1]
         assert 2 == len(await journal.history())
 
 
-async def test_a_write_for_a_call_outside_the_open_batch_is_refused(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_a_write_for_a_call_outside_the_open_batch_is_refused(
+    open_journal: OpenJournal,
+) -> None:
+    async with open_journal("s") as journal:
         with pytest.raises(ValueError, match="is not a call of the open batch"):
             await journal.record_dispatch(ToolCall("x", "echo", {}))
         await journal.record_batch(calls("c1"))
@@ -154,18 +147,19 @@ async def test_a_write_for_a_call_outside_the_open_batch_is_refused(tmp_path: Pa
             await journal.record_batch(calls("a", "a"))
 
 
-async def test_record_batch_refuses_arguments_that_are_not_json(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_record_batch_refuses_arguments_that_are_not_json(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         with pytest.raises(ValueError, match=r"ToolCall\.arguments"):
             await journal.record_batch([ToolCall("c1", "echo", {"s": {1, 2}})])
         assert () == await journal.history()
 
 
-async def test_sessions_share_a_file_and_number_their_batches_apart(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
+async def test_sessions_share_a_file_and_number_their_batches_apart(
+    open_journal: OpenJournal,
+) -> None:
     async with (
-        open_sqlite_journal(path, session="a") as a,
-        open_sqlite_journal(path, session="b") as b,
+        open_journal("a") as a,
+        open_journal("b") as b,
     ):
         await run(a, calls("a1"))
         await run(b, calls("b1"))
@@ -174,7 +168,7 @@ async def test_sessions_share_a_file_and_number_their_batches_apart(tmp_path: Pa
         assert [("b1",)] == [tuple(c.call_id for c in r.calls) for r in await b.history()]
 
 
-async def test_every_result_shape_survives_the_file(tmp_path: Path) -> None:
+async def test_every_result_shape_survives_the_file(open_journal: OpenJournal) -> None:
     result = ToolResult(
         content=[TextBlock("t"), trio_tools.ImageBlock("image/png", "iVBOR")],
         additional_contexts=[trio_tools.AdditionalContext("note", "me")],
@@ -182,28 +176,27 @@ async def test_every_result_shape_survives_the_file(tmp_path: Path) -> None:
         halt=trio_tools.Halt("stop"),
         concludes_turn=True,
     )
-    path = tmp_path / "j.db"
-    async with open_sqlite_journal(path, session="s") as journal:
+    async with open_journal("s") as journal:
         (call,) = batch = calls("c1")
         await journal.record_batch(batch)
         await journal.record_settled(call, result)
-    async with open_sqlite_journal(path, session="s") as journal:
+    async with open_journal("s") as journal:
         (outcome,) = await journal.recover()
     assert (result,) == outcome.results
     assert trio_tools.Halt("stop") == outcome.halt
     assert outcome.concludes_turn
 
 
-async def test_history_and_recover_checkpoint(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_history_and_recover_checkpoint(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         with trio.testing.assert_checkpoints():
             await journal.history()
         with trio.testing.assert_checkpoints():
             await journal.recover()
 
 
-async def test_writes_are_not_interrupted_by_cancellation(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_writes_are_not_interrupted_by_cancellation(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         batch = calls("c1")
         with trio.CancelScope() as scope:
             scope.cancel()
@@ -217,8 +210,8 @@ async def test_writes_are_not_interrupted_by_cancellation(tmp_path: Path) -> Non
         assert (ok("x"),) == record.results
 
 
-async def test_concurrent_writes_share_transactions(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_concurrent_writes_share_transactions(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         batch = calls(*(f"c{i}" for i in range(50)))
         await journal.record_batch(batch)
         writer = journal._writer
@@ -259,8 +252,8 @@ async def test_bad_arguments(tmp_path: Path, kwargs: dict[str, Any], message: st
     assert [] == listing(tmp_path)
 
 
-async def test_writes_after_close_are_refused(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_writes_after_close_are_refused(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         pass
     with pytest.raises(RuntimeError, match="is closed"):
         await journal.history()
@@ -273,11 +266,11 @@ def listing(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
-def try_open(path: Path, session: str) -> Exception | None:
+def try_open(backend: str, target: str, session: str) -> Exception | None:
     """Open and close the session in a ``trio.run`` of its own; the error, if any."""
 
     async def main() -> None:
-        async with open_sqlite_journal(path, session=session):
+        async with open_journal_at(backend, target, session):
             pass
 
     try:
@@ -366,21 +359,24 @@ async def test_a_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
 
 
-async def test_a_session_open_in_this_process_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
-    async with open_sqlite_journal(path, session="s"):
+async def test_a_session_open_in_this_process_is_refused(open_journal: OpenJournal) -> None:
+    async with open_journal("s"):
         with pytest.raises(RuntimeError, match="session 's' is already open for writing"):
-            async with open_sqlite_journal(path, session="s"):
+            async with open_journal("s"):
                 pass
-    async with open_sqlite_journal(path, session="s"):
+    async with open_journal("s"):
         pass  # free again
 
 
 HOLDER = textwrap.dedent(
     """
     import sys, trio, trio_tools
+    open_journal = {
+        "sqlite": trio_tools.open_sqlite_journal,
+        "postgres": trio_tools.open_postgres_journal,
+    }[sys.argv[1]]
     async def main():
-        async with trio_tools.open_sqlite_journal(sys.argv[1], session="s"):
+        async with open_journal(sys.argv[2], session="s"):
             print("open", flush=True)
             await trio.to_thread.run_sync(sys.stdin.readline)
     trio.run(main)
@@ -388,11 +384,14 @@ HOLDER = textwrap.dedent(
 )
 
 
-def test_a_session_open_in_another_process_is_refused_until_it_ends(tmp_path: Path) -> None:
-    path = tmp_path / "j.db"
+@pytest.mark.slow
+def test_a_session_open_in_another_process_is_refused_until_it_ends(
+    journal_backend: str, journal_target: Callable[[Path], str], tmp_path: Path
+) -> None:
+    target = journal_target(tmp_path)
     for ending in ("exit", "kill"):
         with subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(path)],
+            [sys.executable, "-c", HOLDER, journal_backend, target],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -401,22 +400,24 @@ def test_a_session_open_in_another_process_is_refused_until_it_ends(tmp_path: Pa
                 assert proc.stdout is not None
                 assert proc.stdin is not None
                 assert "open\n" == proc.stdout.readline()
-                refused = try_open(path, "s")
+                refused = try_open(journal_backend, target, "s")
                 assert isinstance(refused, RuntimeError)
-                assert f"{str(path)!r}: session 's' is already open for writing" in str(refused)
-                # Another session of the same file is free.
-                assert try_open(path, "t") is None
+                assert "session 's' is already open for writing" in str(refused)
+                if journal_backend == "sqlite":
+                    assert f"{target!r}: session 's'" in str(refused)
+                # Another session of the same journal is free.
+                assert try_open(journal_backend, target, "t") is None
                 if ending == "exit":
                     proc.stdin.write("\n")
                     proc.stdin.flush()
                 else:
-                    proc.kill()  # the kernel drops the lock of a killed process too
+                    proc.kill()  # a killed process's lock goes too (kernel, or server)
                 proc.wait(10)
             finally:
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait(10)
-        assert try_open(path, "s") is None
+        assert try_open(journal_backend, target, "s") is None
 
 
 OPENER = textwrap.dedent(
@@ -508,8 +509,8 @@ async def test_a_full_disk_mid_batch_is_an_internal_failure_that_recovery_closes
         assert TOOL_ABORTED == outcome.results[0].code
 
 
-async def test_one_failing_write_fails_alone_in_its_group(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_one_failing_write_fails_alone_in_its_group(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         batch = calls("c1", "c2")
         await journal.record_batch(batch)
         failures: list[BaseException] = []
@@ -530,8 +531,8 @@ async def test_one_failing_write_fails_alone_in_its_group(tmp_path: Path) -> Non
         assert (True, True) == record.dispatched
 
 
-async def test_recovered_codes_are_the_two_abort_codes(tmp_path: Path) -> None:
-    async with open_sqlite_journal(tmp_path / "j.db", session="s") as journal:
+async def test_recovered_codes_are_the_two_abort_codes(open_journal: OpenJournal) -> None:
+    async with open_journal("s") as journal:
         await interrupted_batch(journal)
         (outcome,) = await journal.recover()
     assert [None, None, TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH] == [

@@ -24,6 +24,8 @@ from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
 from ._instrument import Instrument as Instrument
 from ._journal import BatchRecord as BatchRecord
+from ._postgres import PostgresJournal as PostgresJournal
+from ._postgres import open_postgres_journal as open_postgres_journal
 from ._registry import Approver as Approver
 from ._registry import AroundWrapper as AroundWrapper
 from ._registry import Guard as Guard
@@ -116,6 +118,7 @@ __all__ = [
     "MemoryJournal",
     "PostDecision",
     "PostExecuteHook",
+    "PostgresJournal",
     "PreDecision",
     "PreExecuteHook",
     "Registration",
@@ -134,6 +137,7 @@ __all__ = [
     "ToolSchema",
     "console_approver",
     "define_tool",
+    "open_postgres_journal",
     "open_sigint_cancel",
     "open_signal",
     "open_sqlite_journal",

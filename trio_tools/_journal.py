@@ -1,7 +1,8 @@
 """Durable journals: the machinery every database backend shares.
 
-A backend (SQLite in ``_sqlite.py``) provides a :class:`Store`: synchronous operations on
-one connection, used only by the journal's writer thread.  This module provides the rest:
+A backend (SQLite in ``_sqlite.py``, PostgreSQL in ``_postgres.py``) provides a
+:class:`Store`: synchronous operations on one connection, used only by the journal's writer
+thread; :class:`SqlStore` holds the SQL both backends share.  This module provides the rest:
 
 * :class:`Writer`: the one thread that owns the connection.  Trio tasks submit jobs and
   wait (uninterruptibly) for them; the thread runs the jobs submitted while it was busy
@@ -27,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, cast, final
 
 import attrs
@@ -41,12 +42,14 @@ __all__ = [
     "LIVE",
     "RECOVERED",
     "BatchRecord",
+    "SqlStore",
     "Store",
     "StoreJournal",
     "StoredBatch",
     "StoredCall",
     "Writer",
     "recovered_result",
+    "running_writer",
 ]
 
 T = TypeVar("T")
@@ -127,6 +130,109 @@ class Store(Protocol):
     def batches(self) -> list[StoredBatch]:
         """Every batch of the session, in seq order."""
         ...
+
+
+class SqlStore:
+    """The :class:`Store` operations in SQL, shared by the database backends.
+
+    A backend subclass provides the transaction methods, ``close`` and :meth:`_execute`
+    (one statement with ``?`` placeholders; returns the rows, or the row count of a
+    statement without rows); the tables are ``trio_tools_batches`` and
+    ``trio_tools_calls`` in both.  Booleans are written as ``TRUE`` and read with
+    ``bool()``, which fits SQLite's integers and PostgreSQL's booleans alike.
+    """
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: str) -> None:
+        self._session = session
+
+    def _execute(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]] | int:
+        raise NotImplementedError
+
+    def _executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        for row in rows:
+            self._execute(sql, row)
+
+    def _rows(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        rows = self._execute(sql, args)
+        assert isinstance(rows, list), "a query returns rows"
+        return rows
+
+    def _update(self, sql: str, *args: object) -> None:
+        if self._execute(sql, args) != 1:
+            raise RuntimeError(f"journal row not found for {args[-2:]!r}")
+
+    def add_batch(self, calls: Sequence[str]) -> int:
+        session = self._session
+        ((last,),) = self._rows(
+            "SELECT COALESCE(MAX(seq), 0) FROM trio_tools_batches WHERE session = ?", session
+        )
+        seq = int(last) + 1
+        self._execute(
+            "INSERT INTO trio_tools_batches (session, seq, state) VALUES (?, ?, ?)",
+            (session, seq, LIVE),
+        )
+        self._executemany(
+            "INSERT INTO trio_tools_calls (session, seq, position, call) VALUES (?, ?, ?, ?)",
+            [(session, seq, position, call) for position, call in enumerate(calls)],
+        )
+        return seq
+
+    def set_dispatched(self, seq: int, position: int) -> None:
+        self._update(
+            "UPDATE trio_tools_calls SET dispatched = TRUE"
+            " WHERE session = ? AND seq = ? AND position = ?",
+            self._session,
+            seq,
+            position,
+        )
+
+    def set_settled(self, seq: int, position: int, result: str) -> None:
+        self._update(
+            "UPDATE trio_tools_calls SET settled = ?"
+            " WHERE session = ? AND seq = ? AND position = ?",
+            result,
+            self._session,
+            seq,
+            position,
+        )
+
+    def set_committed(self, seq: int, position: int, result: str | None) -> None:
+        self._update(
+            "UPDATE trio_tools_calls SET committed = TRUE, result = ?"
+            " WHERE session = ? AND seq = ? AND position = ?",
+            result,
+            self._session,
+            seq,
+            position,
+        )
+
+    def set_recovered(self, seq: int) -> None:
+        self._update(
+            "UPDATE trio_tools_batches SET state = ? WHERE session = ? AND seq = ?",
+            RECOVERED,
+            self._session,
+            seq,
+        )
+
+    def batches(self) -> list[StoredBatch]:
+        calls: dict[int, list[StoredCall]] = {}
+        for seq, call, dispatched, settled, committed, result in self._rows(
+            "SELECT seq, call, dispatched, settled, committed, result FROM trio_tools_calls"
+            " WHERE session = ? ORDER BY seq, position",
+            self._session,
+        ):
+            calls.setdefault(seq, []).append(
+                StoredCall(call, bool(dispatched), settled, bool(committed), result)
+            )
+        return [
+            StoredBatch(seq, state, tuple(calls.get(seq, ())))
+            for seq, state in self._rows(
+                "SELECT seq, state FROM trio_tools_batches WHERE session = ? ORDER BY seq",
+                self._session,
+            )
+        ]
 
 
 class WriterClosedError(RuntimeError):
@@ -294,6 +400,18 @@ class Writer(Generic[S]):
         error = RuntimeError(f"{self._describe}: write failed: {exc}")
         error.__cause__ = exc
         return error
+
+
+@contextlib.asynccontextmanager
+async def running_writer(
+    store: S, *, name: str, describe: str, errors: tuple[type[Exception], ...]
+) -> AsyncGenerator[Writer[S]]:
+    """A :class:`Writer` for ``store`` for the block; closed (the store too) on exit."""
+    writer = Writer(store, name=name, describe=describe, errors=errors)
+    try:
+        yield writer
+    finally:
+        await writer.aclose()
 
 
 def recovered_result(call: StoredCall) -> ToolResult:

@@ -19,11 +19,11 @@ import hashlib
 import os
 import sqlite3
 from collections.abc import AsyncGenerator, Sequence
-from typing import Literal, final
+from typing import Any, Literal, final
 
 import trio
 
-from ._journal import LIVE, RECOVERED, StoredBatch, StoredCall, StoreJournal, Writer
+from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer, running_writer
 from ._util import NoPublicConstructor
 
 __all__ = ["SCHEMA_VERSION", "SqliteJournal", "open_sqlite_journal"]
@@ -58,14 +58,14 @@ PRAGMA user_version = {SCHEMA_VERSION};
 _TABLES = frozenset({"trio_tools_batches", "trio_tools_calls"})
 
 
-class _SqliteStore:
+class _SqliteStore(SqlStore):
     """The journal's operations on one SQLite connection (writer thread only)."""
 
-    __slots__ = ("_conn", "_lock", "_session")
+    __slots__ = ("_conn", "_lock")
 
     def __init__(self, conn: sqlite3.Connection, session: str, lock: int) -> None:
+        super().__init__(session)
         self._conn = conn
-        self._session = session
         self._lock = lock
 
     def begin(self) -> None:
@@ -86,83 +86,12 @@ class _SqliteStore:
         finally:
             os.close(self._lock)  # releases the session lock
 
-    def _update(self, sql: str, *args: object) -> None:
+    def _execute(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]] | int:
         cursor = self._conn.execute(sql, args)
-        if cursor.rowcount != 1:
-            raise RuntimeError(f"journal row not found for {args[-2:]!r}")
+        return cursor.fetchall() if cursor.description is not None else cursor.rowcount
 
-    def add_batch(self, calls: Sequence[str]) -> int:
-        conn = self._conn
-        session = self._session
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM trio_tools_batches WHERE session = ?", (session,)
-        ).fetchone()
-        seq = int(last) + 1
-        conn.execute(
-            "INSERT INTO trio_tools_batches (session, seq, state) VALUES (?, ?, ?)",
-            (session, seq, LIVE),
-        )
-        conn.executemany(
-            "INSERT INTO trio_tools_calls (session, seq, position, call) VALUES (?, ?, ?, ?)",
-            [(session, seq, position, call) for position, call in enumerate(calls)],
-        )
-        return seq
-
-    def set_dispatched(self, seq: int, position: int) -> None:
-        self._update(
-            "UPDATE trio_tools_calls SET dispatched = 1"
-            " WHERE session = ? AND seq = ? AND position = ?",
-            self._session,
-            seq,
-            position,
-        )
-
-    def set_settled(self, seq: int, position: int, result: str) -> None:
-        self._update(
-            "UPDATE trio_tools_calls SET settled = ?"
-            " WHERE session = ? AND seq = ? AND position = ?",
-            result,
-            self._session,
-            seq,
-            position,
-        )
-
-    def set_committed(self, seq: int, position: int, result: str | None) -> None:
-        self._update(
-            "UPDATE trio_tools_calls SET committed = 1, result = ?"
-            " WHERE session = ? AND seq = ? AND position = ?",
-            result,
-            self._session,
-            seq,
-            position,
-        )
-
-    def set_recovered(self, seq: int) -> None:
-        self._update(
-            "UPDATE trio_tools_batches SET state = ? WHERE session = ? AND seq = ?",
-            RECOVERED,
-            self._session,
-            seq,
-        )
-
-    def batches(self) -> list[StoredBatch]:
-        conn = self._conn
-        calls: dict[int, list[StoredCall]] = {}
-        for seq, call, dispatched, settled, committed, result in conn.execute(
-            "SELECT seq, call, dispatched, settled, committed, result FROM trio_tools_calls"
-            " WHERE session = ? ORDER BY seq, position",
-            (self._session,),
-        ):
-            calls.setdefault(seq, []).append(
-                StoredCall(call, bool(dispatched), settled, bool(committed), result)
-            )
-        return [
-            StoredBatch(seq, state, tuple(calls.get(seq, ())))
-            for seq, state in conn.execute(
-                "SELECT seq, state FROM trio_tools_batches WHERE session = ? ORDER BY seq",
-                (self._session,),
-            )
-        ]
+    def _executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        self._conn.executemany(sql, rows)
 
 
 @final
@@ -370,13 +299,10 @@ async def open_sqlite_journal(
     if not isinstance(file, str):
         raise TypeError(f"path must be a str or os.PathLike[str], got {path!r}")
     store = await trio.to_thread.run_sync(_open_store, file, session, synchronous)
-    writer = Writer(
+    async with running_writer(
         store,
         name=f"trio_tools journal {session!r}",
         describe=_describe(file, session),
         errors=(sqlite3.Error,),
-    )
-    try:
+    ) as writer:
         yield SqliteJournal._create(writer, file, session, synchronous)
-    finally:
-        await writer.aclose()
