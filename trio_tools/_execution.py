@@ -144,9 +144,9 @@ class _Run:
         self.concludes = False
         # A result no later stage may change (materialisation failure), if any.
         self.decided: ToolResult | None = None
-        # The stage callables captured at entry (see ToolRegistry._enter).
+        # The stage callables captured at entry (see ``_pipeline.enter``).
         self.stages: Any = None
-        # The batch scheduler's private per-call hooks (``_registry._CallHooks``), if any.
+        # The batch scheduler's private per-call hooks (``_pipeline._CallHooks``), if any.
         self.hooks: Any = None
 
     @property
@@ -385,3 +385,19 @@ async def _run_guarded(fn: Callable[..., Awaitable[object]], args: tuple[object,
         await fn(*args)
     except trio.Cancelled as exc:
         raise stray_or_raise(exc) from exc
+
+
+def dispatch_view(run: _Run) -> ToolDispatchExecution:
+    """``ToolDispatchExecution._create(run)`` without the metaclass call (per call)."""
+    view = object.__new__(ToolDispatchExecution)
+    view._run = run
+    return view
+
+
+def run_context(run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> ToolRunContext:
+    """``ToolRunContext._create(run, signal, nursery)`` without the metaclass call."""
+    ctx = object.__new__(ToolRunContext)
+    ctx._run = run
+    ctx._signal = signal
+    ctx._nursery = nursery
+    return ctx

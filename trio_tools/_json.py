@@ -207,6 +207,10 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
         parent[2].append((parent[4], built) if parent[3] else built)
 
 
+# What ``json.dumps(value, separators=(",", ":"), allow_nan=False)`` builds per call, once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def to_compact_json(value: object) -> str:
     """Encode a frozen JSON value compactly (``separators=(",", ":")``).
 
@@ -214,7 +218,7 @@ def to_compact_json(value: object) -> str:
     (``sys.get_int_max_str_digits()``), which ``json.dumps`` refuses.
     """
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _COMPACT.encode(value)
     except ValueError:
         # Only a huge int gets here (everything else was validated by ``freeze``).  The
         # depth is bounded by MAX_DEPTH, so recursion is safe.

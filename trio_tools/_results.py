@@ -404,7 +404,21 @@ def aborted(
     halt: Halt | None = None,
     synthetic: bool = False,
 ) -> ToolResult:
-    """The cancellation result: ``ABORTED`` if the body was invoked, else before dispatch."""
+    """The cancellation result: ``ABORTED`` if the body was invoked, else before dispatch.
+
+    Results are frozen: when nothing varies, every call shares one of two results.
+    """
+    if not additional_contexts and halt is None and not synthetic:
+        return _ABORTED if body_invoked else _ABORTED_BEFORE_DISPATCH
+    return _aborted(body_invoked, additional_contexts, halt, synthetic)
+
+
+def _aborted(
+    body_invoked: bool,
+    additional_contexts: tuple[AdditionalContext, ...],
+    halt: Halt | None,
+    synthetic: bool,
+) -> ToolResult:
     if body_invoked:
         code, message = TOOL_ABORTED, "tool call aborted"
     else:
@@ -417,6 +431,10 @@ def aborted(
         halt=halt,
         synthetic=synthetic,
     )
+
+
+_ABORTED = _aborted(True, (), None, False)
+_ABORTED_BEFORE_DISPATCH = _aborted(False, (), None, False)
 
 
 class StrayCancelled(Exception):
@@ -436,7 +454,10 @@ def stray_or_raise(exc: trio.Cancelled) -> StrayCancelled:
     cancelled (ambient cancellation, not ours), else a stray one to report as the stage's
     failure."""
     if cancelled_here():
-        raise exc
+        try:
+            raise exc
+        finally:
+            del exc  # this frame is in exc's traceback: no reference cycle through it
     return StrayCancelled()
 
 

@@ -444,7 +444,7 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
 
 @final
 class _CallReport:
-    """The registry's private hooks for one call of the batch (``_registry._CallHooks``)."""
+    """The registry's private hooks for one call of the batch (``_pipeline._CallHooks``)."""
 
     __slots__ = ("_batch", "_index", "_slot_held")
 

@@ -193,12 +193,27 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
     co. must not leave the other listeners (scopes, waiters) unaware of the cancellation.
     """
     fatal: BaseException | None = None
+    text: str | None = None
+    text_for: CancelReason | None = None
     listeners = root._listeners
     stack = [(listeners, reason, iter(list(listeners.items())))]
     while stack:
         listeners, reason, items = stack[-1]
         for key, fn in items:
             if listeners.pop(key, None) is None:
+                continue
+            if isinstance(fn, _ScopeCanceller):
+                # The usual listener (every call's body scope): cancelled directly, with
+                # the scope's reason text built once for all the scopes of this signal.
+                if text is None or text_for is not reason:
+                    text, text_for = _scope_reason(reason), reason
+                try:
+                    fn._scope.cancel(reason=text)
+                except Exception:
+                    logger.exception("cancel listener %r raised", fn)
+                except BaseException as exc:
+                    if fatal is None:
+                        fatal = exc
                 continue
             if isinstance(fn, _Link):
                 derived = fn.signal

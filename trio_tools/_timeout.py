@@ -16,7 +16,7 @@ from ._signal import CancelSignal, _Link
 from ._tool import check_timeout_value
 
 if TYPE_CHECKING:
-    from ._registry import AroundWrapper
+    from ._stages import AroundWrapper
 
 __all__ = ["TimeoutPolicy", "is_timeout_policy", "timeout_policy"]
 

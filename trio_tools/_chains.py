@@ -1,0 +1,193 @@
+"""The middleware chains: how each stage's ``call_next`` reaches the next stage.
+
+Every chain is a few small slotted objects and no closures: a finished call leaves no
+reference cycle behind for the cyclic garbage collector.  A ``call_next`` works at most
+once, and only while its chain runs: a stage that keeps it and calls it after returning
+would otherwise run the rest of the chain (for around-execute: the tool body) outside any
+call, after its result was decided.
+"""
+
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ._decisions import Accept, Allow, Ask, PostDecision, PreDecision
+from ._execution import _Run, dispatch_view
+from ._results import ToolResult
+from ._stages import AroundWrapper
+from ._util import logger, safe_repr
+
+_ALLOW = Allow()
+_ASK = Ask()
+_ACCEPT = Accept()
+
+
+class _Chain:
+    """Whether a pre- or post-execute chain is still running."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+def _closed() -> RuntimeError:
+    return RuntimeError("call_next() called after the tool call's chain had returned")
+
+
+def _twice() -> RuntimeError:
+    return RuntimeError("call_next() may be called only once")
+
+
+class _Next:
+    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once.
+
+    ``args`` are what every hook of the chain receives before ``call_next``; past the last
+    hook, ``end()`` gives the chain's default decision.
+    """
+
+    __slots__ = ("_args", "_chain", "_end", "_hooks", "_index")
+
+    def __init__(
+        self,
+        hooks: Sequence[Callable[..., Awaitable[Any]]],
+        args: tuple[object, ...],
+        end: Callable[[], Awaitable[Any]],
+        chain: _Chain,
+        index: int,
+    ) -> None:
+        self._hooks = hooks
+        self._args = args
+        self._end = end
+        self._chain = chain
+        self._index = index
+
+    def __call__(self) -> Awaitable[Any]:
+        if not self._chain.open:
+            raise _closed()
+        index, self._index = self._index, -1
+        if index < 0:
+            raise _twice()
+        hooks = self._hooks
+        if index == len(hooks):
+            return self._end()
+        following = _Next(hooks, self._args, self._end, self._chain, index + 1)
+        return hooks[index](*self._args, following)
+
+
+async def run_chain(
+    hooks: Sequence[Callable[..., Awaitable[Any]]],
+    args: tuple[object, ...],
+    end: Callable[[], Awaitable[Any]],
+) -> object:
+    """Run a pre- or post-execute chain: ``hooks[0](*args, call_next)``, ..., ``end()``."""
+    chain = _Chain()
+    try:
+        return await _Next(hooks, args, end, chain, 0)()
+    finally:
+        chain.open = False
+
+
+async def allowed() -> PreDecision:
+    """The end of a pre-execute chain of a tool without ``requires_approval``."""
+    return _ALLOW
+
+
+async def accepted() -> PostDecision:
+    """The end of every post-execute chain."""
+    return _ACCEPT
+
+
+class ApprovalEnd:
+    """The end of the pre-execute chain of a tool with ``requires_approval``: ``Ask()`` when
+    it holds for the parsed arguments (a raising or non-bool callable counts as holding)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    async def __call__(self) -> PreDecision:
+        run = self._run
+        definition = run.definition
+        assert definition is not None
+        flag = definition.requires_approval
+        if flag is True or flag is False:
+            return _ASK if flag else _ALLOW
+        try:
+            holds = flag(run.parsed)
+        except Exception:
+            logger.exception(
+                "requires_approval of tool %r raised; asking for approval", definition.name
+            )
+            return _ASK
+        return _ALLOW if holds is False else _ASK
+
+
+class AroundChain:
+    """One call's around-execute chain; past the last wrapper, ``dispatch(run, args)``."""
+
+    __slots__ = ("args", "dispatch", "open", "run", "view", "wrappers")
+
+    def __init__(
+        self,
+        wrappers: Sequence[AroundWrapper],
+        run: _Run,
+        dispatch: Callable[[_Run, Any], Awaitable[ToolResult]],
+        args: Any,
+    ) -> None:
+        self.wrappers = wrappers
+        self.run = run
+        self.view = dispatch_view(run)
+        self.dispatch = dispatch
+        self.args = args
+        self.open = True
+
+    async def run_all(self) -> ToolResult:
+        try:
+            return await self.step(0)
+        finally:
+            self.open = False
+
+    async def step(self, index: int) -> ToolResult:
+        run = self.run
+        # What the calling wrapper set for the span of its call_next(): restored when that
+        # call_next() returns, so each wrapper sees its own signal again.
+        signal = run.dispatch_signal
+        try:
+            wrappers = self.wrappers
+            if index == len(wrappers):
+                return await self.dispatch(run, self.args)
+            result = await wrappers[index](self.view, _Once(self, index + 1))
+            if not isinstance(result, ToolResult):
+                raise TypeError(
+                    f"around-execute wrapper returned {safe_repr(result)}, not a ToolResult"
+                )
+            return result
+        finally:
+            run.dispatch_signal = signal
+
+
+class _Once:
+    """``call_next`` of the around-execute chain: at most once, while the chain runs."""
+
+    __slots__ = ("_chain", "_index")
+
+    def __init__(self, chain: AroundChain, index: int) -> None:
+        self._chain = chain
+        self._index = index
+
+    def __call__(self) -> Awaitable[ToolResult]:
+        chain = self._chain
+        if not chain.open:
+            raise _closed()
+        index, self._index = self._index, -1
+        if index < 0:
+            raise _twice()
+        return chain.step(index)

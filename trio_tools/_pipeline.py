@@ -1,0 +1,469 @@
+"""The pipeline: what happens to one tool call, read top to bottom in :func:`run_call`.
+
+Entry, the pre-aborted check, resolution, the gate (pre-execute, guards, approval) under
+the caller's signal, the around-execute chain ending in dispatch (the body under the fused
+signal, in its own nursery), post-execute, then finish and publish.  Each stage is a
+function named for it, below :func:`run_call` in the order the call reaches it.
+
+Nothing here keeps a reference cycle alive past the call: exceptions caught on the way are
+dropped from the frames that caught them (a frame in an exception's traceback that still
+holds the exception is a cycle), so reference counting frees a finished call at once.
+"""
+
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+# run-time validation of values from untyped callers:
+# pyright: reportUnnecessaryIsInstance=false
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol, cast
+
+import trio
+
+from ._chains import AroundChain, accepted, run_chain
+from ._decisions import Accept, Block
+from ._execution import ToolExecution, ToolExecutionInput, ToolRunContext, _Run, run_context
+from ._gate import gate
+from ._json import NotJSONError
+from ._outcomes import (
+    FinalResult,
+    body_result,
+    failure_outcome,
+    finish,
+    materialise,
+    not_json_result,
+    with_body_contexts,
+)
+from ._results import (
+    BLOCKED,
+    INVALID_ARGS,
+    POST_EXECUTE_FAILED,
+    TOOL_FAILED,
+    UNKNOWN_TOOL,
+    WRAPPER_FAILED,
+    ContentBlock,
+    ErrorInfo,
+    TextBlock,
+    ToolResult,
+    aborted,
+    error_result,
+    exception_result,
+    make_result,
+    replace_result,
+    stray_or_raise,
+)
+from ._signal import _Link
+from ._stages import (
+    AroundWrapper,
+    PostExecuteHook,
+    ResultObserver,
+    Stages,
+)
+from ._tool import FinalizeContent, ToolDefinition, parse_arguments
+from ._util import logger, safe_repr
+
+_NOT_STARTED = object()  # the instruments' state until they have started
+
+
+class _CallHooks(Protocol):
+    """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
+
+    def gate_passed(self) -> None:
+        """The gate allowed the call; called right before the around-execute chain.
+
+        The scheduler starts the next call only then (or once this call settled), so gates
+        run one at a time in model order while each call dispatches right after its gate.
+        """
+
+    async def dispatching(self) -> bool:
+        """The body is about to be invoked: the last step before it, awaited.
+
+        The scheduler writes its write-ahead dispatch marker here.  ``False`` means the
+        write failed (the scheduler has recorded that internal failure): the body is not
+        invoked and the call ends ``ABORTED_BEFORE_DISPATCH``.  The signal is checked again
+        afterwards: if it fired meanwhile, the body is not invoked either.
+        """
+        ...
+
+    def dispatch_settled(self) -> None:
+        """The around-execute chain (and so the body) settled, before post-execute: this
+        frees the call's pool slot."""
+
+    def published(self, result: ToolResult) -> None:
+        """The call's one final result, also when ``execute`` is about to raise (ambient
+        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
+
+
+async def run_call(
+    tools: Mapping[str, ToolDefinition[Any]],
+    stages: Stages,
+    input: ToolExecutionInput,
+    hooks: _CallHooks | None,
+) -> ToolResult:
+    """:meth:`execute`, plus the batch scheduler's private hooks (see :class:`_CallHooks`).
+
+    ``execute`` passes ``None``: one check per hook point.
+    """
+    # 1. Entry (synchronous): token, fields read once, definition, materialisation.
+    run, finalize = enter(tools, stages, input)
+    run.hooks = hooks
+    instruments = stages.instruments
+    view: ToolExecution | None = None  # set when the call has instruments
+    started: object = _NOT_STARTED
+    try:
+        if instruments is not None:
+            view = run.execution()
+            try:
+                started = instruments.start(view)
+            except Exception:
+                started = instruments.start_failed()
+            if started is not None:
+                started = instruments.enter(started)
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
+            # runs (not even post-execute).
+            if run.decided is not None:
+                raise FinalResult(run.decided)
+            if run.caller_signal.cancelled:
+                raise FinalResult(aborted(body_invoked=False))
+            # 3. Unknown tool / invalid arguments skip straight to post-execute.
+            args, result = resolve(run)
+            # Resolved whenever ``result`` is None (no run-time cast on this path).
+            definition: Any = run.definition
+            # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
+            if result is None and (
+                stages.pre or stages.guards or definition.requires_approval is not False
+            ):
+                result = await gate(run)
+            # 5. The around-execute chain, ending in dispatch of the body.
+            if result is None:
+                if hooks is not None:
+                    hooks.gate_passed()
+                wrappers = stages.around if definition.timeout is None else stages.around_timed
+                try:
+                    if wrappers:
+                        result = await around_execute(run, args, wrappers)
+                    else:
+                        result = await dispatch(run, args)
+                finally:
+                    if hooks is not None:
+                        hooks.dispatch_settled()
+                result = await cancellation_overrides(run, result)
+            # 6. Post-execute, then cancellation that arrived while it waited.
+            if stages.post:
+                result = await cancellation_overrides(run, await post_execute(run, result))
+            candidate = result
+        except FinalResult as final:
+            candidate = final.result
+        if not run.body_invoked:
+            # The body's nursery was the schedule point on the dispatch path; every
+            # other path still owes the caller one.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        # 7. Finish: snapshot, finalize_content (called once: it is consumed here, so a
+        # BaseException it raises leads to a fallback without a second call), freeze.
+        finalize_once, finalize = finalize, None
+        result = finish(run, candidate, finalize_once)
+    except BaseException:
+        # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
+        fallback = run.decided or aborted(
+            body_invoked=run.body_invoked,
+            additional_contexts=run.body_contexts,
+            halt=run.halt,
+        )
+        fallback = finish(run, fallback, finalize)
+        if hooks is not None:
+            hooks.published(fallback)
+        if view is not None and started is not _NOT_STARTED:
+            assert instruments is not None  # the view is made only for instruments
+            instruments.finish(started, view, fallback)
+        if stages.observers:
+            await publish(run, fallback)
+        run._execution = None  # see below
+        raise
+    # Publish the same object that is returned.
+    if hooks is not None:
+        hooks.published(result)
+    if view is not None:
+        assert instruments is not None  # the view is made only for instruments
+        if started is None:  # one instrument, no context manager: the usual case
+            try:
+                instruments.finished(view, result)
+            except Exception:
+                instruments.finish_failed()
+        else:
+            instruments.finish(started, view, result)
+    if stages.observers:
+        await publish(run, result)
+    # The call is over: drop the run's view, which refers back to the run, so that
+    # reference counting frees the call's objects now rather than the cyclic GC later.
+    run._execution = None
+    return result
+
+
+def report_synthetic(
+    tools: Mapping[str, ToolDefinition[Any]],
+    stages: Stages,
+    input: ToolExecutionInput,
+    result: ToolResult,
+) -> None:
+    """Give the instruments a result the batch scheduler made for a call it never
+    started, with the view the call would have had."""
+    instruments = stages.instruments
+    if instruments is not None:
+        instruments.report(enter(tools, stages, input)[0].execution(), result)
+
+
+def enter(
+    tools: Mapping[str, ToolDefinition[Any]], stages: Stages, input: ToolExecutionInput
+) -> tuple[_Run, FinalizeContent | None]:
+    """Entry: read each field once, resolve the definition, materialise the arguments.
+
+    The token and the read-only view are created on first use: both are per call and
+    compared by identity, so creating them lazily is unobservable.
+    """
+    name = input.name
+    definition = tools.get(name)
+    run = _Run(
+        input.call_id,
+        name,
+        input.signal,
+        input.agent,
+        input.parent,
+        input.on_progress,
+        definition,
+    )
+    run.stages = stages
+    try:
+        run.arguments, run.arguments_error = materialise(input.arguments)
+    except NotJSONError as exc:
+        run.decided = not_json_result("execution arguments", exc)
+    return run, definition.finalize_content if definition is not None else None
+
+
+def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
+    definition = run.definition
+    if definition is None:
+        return None, error_result("ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"')
+    if run.arguments_error is not None and definition.args is not None:
+        # JSON text that did not parse; a raw tool (no argument type) gets the text.
+        return None, error_result(
+            "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
+        )
+    args, violations = parse_arguments(definition, run.arguments)
+    if violations:
+        return None, error_result(
+            "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
+        )
+    run.parsed = args
+    return args, None
+
+
+async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
+    """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
+    try:
+        result = await AroundChain(wrappers, run, dispatch, args).run_all()
+    except Exception as exc:
+        raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
+    except trio.Cancelled as exc:
+        stray = stray_or_raise(exc)
+        raise FinalResult(exception_result(stray, WRAPPER_FAILED)) from None
+    finally:
+        run.dispatch_signal = run.caller_signal
+    return with_body_contexts(run, result)
+
+
+async def dispatch(run: _Run, args: Any) -> ToolResult:
+    """The end of the around-execute chain: run the body to quiescence.
+
+    Fuses the caller's signal (captured at entry) with the wrapper's current
+    ``exec.signal`` (the same object: no fusion), runs the body in a per-call nursery
+    inside the fused signal's scope, removes the fusion's listeners and restores
+    ``exec.signal`` to the wrapper's value.
+    """
+    definition = run.definition
+    assert definition is not None
+    wrapper_signal = run.dispatch_signal
+    link = (
+        None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
+    )
+    fused = wrapper_signal if link is None else link.signal
+    failure: BaseException | None = None
+    value: object = None
+    key = -1
+    try:
+        if fused.cancelled:
+            return aborted(body_invoked=False)
+        hooks: _CallHooks | None = run.hooks
+        # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
+        if hooks is not None and (not await hooks.dispatching() or fused.cancelled):
+            return aborted(body_invoked=False)
+        run.body_invoked = True
+        # The per-call nursery's own cancel scope is the scope bound to the fused
+        # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
+        # same behaviour): the body and everything it started stop at their next
+        # checkpoint, and the nursery absorbs its own Cancelled.
+        async with trio.open_nursery() as nursery:
+            key = fused._bind(nursery.cancel_scope)
+            try:
+                ctx = run_context(run, fused, nursery)
+                if definition._sync:
+                    # Never abandoned: the call stays pending until the thread returns
+                    # (it sees cancellation through ctx.check_cancelled()).
+                    value = await trio.to_thread.run_sync(
+                        run_sync_body,
+                        definition,
+                        args,
+                        ctx,
+                        abandon_on_cancel=False,
+                        limiter=run.stages.thread_limiter,
+                    )
+                else:
+                    value = await cast("Awaitable[object]", definition._call(args, ctx))
+            except trio.Cancelled as exc:
+                # The nursery's own scope would catch this (it is the innermost
+                # cancelled one); catching it here saves building an exception group.
+                # An enclosing scope's cancellation is level-triggered: it comes back at
+                # the checkpoint on the aborted path below.  A Cancelled nobody's scope
+                # owns is the body's failure.
+                if not nursery.cancel_scope.cancel_called:
+                    raise stray_or_raise(exc) from exc
+    except BaseException as exc:
+        failure = exc
+    finally:
+        # Only now: work the body started may outlive it inside the nursery, and must
+        # still hear the signal until the nursery is done.
+        fused._listeners.pop(key, None)
+        run.settled = True
+        if link is not None:
+            link.detach()
+        run.dispatch_signal = wrapper_signal
+    contexts = run.body_contexts
+    if failure is not None:
+        try:
+            return failure_outcome(failure, contexts)
+        finally:
+            # The failure's traceback holds this frame: keeping the failure in it would be
+            # a reference cycle that only the cyclic garbage collector frees.
+            del failure
+    # The scope is cancelled only by the fused signal, so this also covers a body that
+    # was interrupted by it (and one that returned after it fired).
+    if fused.cancelled:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return aborted(body_invoked=True, additional_contexts=contexts)
+    try:
+        result = body_result(value)
+    except Exception as exc:
+        result = exception_result(exc, TOOL_FAILED)
+    if contexts:
+        result = replace_result(result, additional_contexts=contexts)
+    return result
+
+
+async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
+    """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
+    hooks: tuple[PostExecuteHook, ...] = run.stages.post
+    try:
+        decision: object = await run_chain(hooks, (run.execution(), result), accepted)
+        if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
+            raise TypeError(
+                f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"
+            )
+    except Exception as exc:
+        raise FinalResult(exception_result(exc, POST_EXECUTE_FAILED)) from None
+    except trio.Cancelled as exc:
+        stray = stray_or_raise(exc)
+        raise FinalResult(exception_result(stray, POST_EXECUTE_FAILED)) from None
+    halt = result.halt if result.halt is not None else decision.halt
+    if isinstance(decision, Block):
+        feedback = decision.feedback
+        if isinstance(feedback, str):
+            content: tuple[ContentBlock, ...] = (TextBlock(feedback),)
+            message = feedback
+        else:
+            content = feedback
+            message = "\n".join(b.text for b in feedback if isinstance(b, TextBlock))
+        return make_result(
+            content,
+            is_error=True,
+            error=ErrorInfo(
+                "ToolBlockedError",
+                BLOCKED,
+                message or "tool result blocked by post-execute policy",
+            ),
+            additional_contexts=decision.additional_contexts,
+            halt=halt,
+        )
+    if decision.content is None and not decision.additional_contexts and halt is result.halt:
+        return result
+    return replace_result(
+        result,
+        content=result.content if decision.content is None else decision.content,
+        additional_contexts=result.additional_contexts + decision.additional_contexts,
+        halt=halt,
+    )
+
+
+async def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
+    """Cancellation replaces only a non-error result, keeping its contexts and halt.
+
+    Ambient cancellation too: a success returned from under a cancelled enclosing scope
+    (a wrapper or hook swallowed that scope's ``trio.Cancelled``) re-raises
+    ``trio.Cancelled`` here, so ``execute`` publishes ``ABORTED*`` and propagates it.
+    """
+    if result.is_error:
+        return result
+    await trio.lowlevel.checkpoint_if_cancelled()
+    if not run.caller_signal.cancelled:
+        return result
+    return aborted(
+        body_invoked=run.body_invoked,
+        additional_contexts=result.additional_contexts,
+        halt=result.halt,
+    )
+
+
+async def publish(run: _Run, result: ToolResult) -> None:
+    """Give the one final result to every observer.
+
+    An observer's ``Exception`` (or stray ``trio.Cancelled``: observers run shielded or
+    synchronously, so none is ever legitimate) is logged.  A ``KeyboardInterrupt`` or
+    other ``BaseException`` does not stop the later observers from seeing the result:
+    the first one is re-raised once every observer ran.
+    """
+    observers: tuple[ResultObserver, ...] = run.stages.observers
+    execution = run.execution()
+    fatal: BaseException | None = None
+    for observer in observers:
+        try:
+            outcome = observer(execution, result)
+            if outcome is not None and inspect.isawaitable(outcome):
+                # Observers are bookkeeping, not work: a cancelled caller must still
+                # record the one authoritative result.  (A synchronous observer cannot
+                # be interrupted, so only an awaitable needs the shield.)
+                with trio.CancelScope(shield=True):
+                    await outcome
+        except (Exception, trio.Cancelled):
+            logger.exception("result observer %s raised", safe_repr(observer))
+        except BaseException as exc:
+            if fatal is None:
+                fatal = exc
+    if fatal is not None:
+        raise fatal
+
+
+def run_sync_body(definition: ToolDefinition[Any], args: Any, ctx: ToolRunContext) -> object:
+    """A sync body, in its worker thread."""
+    value = definition._call(args, ctx)
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()  # a coroutine nobody will await: no "never awaited" warning
+        raise TypeError(
+            f"tool {definition.name!r} is a plain function that returned an awaitable "
+            f"({type(value).__name__}); define it with `async def` to run it in Trio"
+        )
+    return value

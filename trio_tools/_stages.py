@@ -1,0 +1,168 @@
+"""The stages' callables: their types, their registrations, and the snapshot a call takes.
+
+A registry keeps one :class:`Stage` list per stage.  Whenever a registration changes it
+builds a new :class:`Stages` snapshot (copy-on-write), and every call reads that snapshot
+once at entry, so (un)registering during a call affects later calls only.
+"""
+
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self, final
+
+import trio
+
+from ._decisions import ApprovalAnswer, ApprovalRequest, PostDecision, PreDecision
+from ._execution import ToolDispatchExecution, ToolExecution
+from ._instrument import Instruments
+from ._results import ToolResult
+from ._util import NoPublicConstructor
+
+__all__ = [
+    "Approver",
+    "AroundWrapper",
+    "Guard",
+    "PostExecuteHook",
+    "PreExecuteHook",
+    "Registration",
+    "ResultObserver",
+]
+
+PreExecuteHook = Callable[
+    [ToolExecution, Callable[[], Awaitable[PreDecision]]], Awaitable[PreDecision]
+]
+"""``async hook(exec, call_next) -> Allow() | Deny(...) | Ask(...)``."""
+AroundWrapper = Callable[
+    [ToolDispatchExecution, Callable[[], Awaitable[ToolResult]]], Awaitable[ToolResult]
+]
+"""``async wrapper(exec, call_next) -> ToolResult``; may replace ``exec.signal``."""
+PostExecuteHook = Callable[
+    [ToolExecution, ToolResult, Callable[[], Awaitable[PostDecision]]], Awaitable[PostDecision]
+]
+"""``async hook(exec, result, call_next) -> Accept(...) | Block(...)``."""
+ResultObserver = Callable[[ToolExecution, ToolResult], Awaitable[None] | None]
+"""``observer(exec, result)``, sync or async; sees every call's one final result."""
+Guard = Callable[[ToolExecution], str | None]
+"""``guard(exec) -> reason | None``: synchronous; a reason denies the call."""
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalAnswer]]
+"""``async approver(request) -> "granted" | "rejected" | "cancelled"``."""
+
+
+@final
+class Registration(metaclass=NoPublicConstructor):
+    """Undoes one registration: call it (idempotent), or use it as a context manager."""
+
+    __slots__ = ("_remove",)
+
+    def __init__(self, remove: Callable[[], None] | None) -> None:
+        self._remove = remove
+
+    def __repr__(self) -> str:
+        return f"<trio_tools.Registration {'active' if self.active else 'removed'}>"
+
+    @property
+    def active(self) -> bool:
+        """Whether the registration is still in effect."""
+        return self._remove is not None
+
+    def __call__(self) -> None:
+        """Remove the registration; later calls do nothing."""
+        remove, self._remove = self._remove, None
+        if remove is not None:
+            remove()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self()
+
+
+class Stages:
+    """A snapshot of every stage's callables, captured by each call at entry.
+
+    The registry builds a new snapshot whenever a registration changes (copy-on-write), so
+    (un)registering during a call affects later calls only, and entry costs one load.
+    """
+
+    __slots__ = (
+        "approver",
+        "around",
+        "around_timed",
+        "guards",
+        "instruments",
+        "observers",
+        "post",
+        "pre",
+        "thread_limiter",
+    )
+
+    def __init__(
+        self,
+        pre: tuple[PreExecuteHook, ...],
+        guards: tuple[Guard, ...],
+        approver: Approver | None,
+        around: tuple[AroundWrapper, ...],
+        post: tuple[PostExecuteHook, ...],
+        observers: tuple[ResultObserver, ...],
+        around_timed: tuple[AroundWrapper, ...],
+        instruments: Instruments | None,
+        thread_limiter: trio.CapacityLimiter | None,
+    ) -> None:
+        self.pre = pre
+        self.guards = guards
+        self.approver = approver
+        self.around = around
+        self.post = post
+        self.observers = observers
+        # The around chain of a tool with a timeout: ``around`` plus the registry's own
+        # timeout policy innermost, unless it does not enforce timeouts or a timeout
+        # policy was added explicitly (then ``around`` itself).
+        self.around_timed = around_timed
+        self.instruments = instruments
+        # The registry's limiter for sync bodies' worker threads (fixed at construction).
+        self.thread_limiter = thread_limiter
+
+
+class Stage:
+    """An ordered list of one stage's callables, in registration order.
+
+    Each registration has its own key: the same function may be added twice.
+    """
+
+    __slots__ = ("_entries", "_on_change", "fns", "name")
+
+    def __init__(self, name: str, on_change: Callable[[], None]) -> None:
+        self.name = name
+        self._on_change = on_change
+        self._entries: tuple[tuple[object, Any], ...] = ()
+        self.fns: tuple[Any, ...] = ()
+
+    def add(self, fn: object) -> Registration:
+        if not callable(fn):
+            raise TypeError(f"{self.name} must be callable, got {fn!r}")
+        return self.add_checked(fn)
+
+    def add_checked(self, fn: object) -> Registration:
+        """:meth:`add` without the ``callable`` check (instruments are objects)."""
+        key = object()
+        self._set((*self._entries, (key, fn)))
+
+        def remove() -> None:
+            self._set(tuple(entry for entry in self._entries if entry[0] is not key))
+
+        return Registration._create(remove)
+
+    def _set(self, entries: tuple[tuple[object, Any], ...]) -> None:
+        self._entries = entries
+        self.fns = tuple(fn for _, fn in entries)
+        self._on_change()
