@@ -102,6 +102,16 @@ def not_json_arguments() -> ToolResult:
     )
 
 
+def too_deep(what: str) -> ToolResult:
+    """``NOT_JSON`` for ``what`` (``"execution arguments"`` or ``"result"``) nested deeper
+    than the 512-level limit."""
+    return error(
+        "TypeError",
+        "NOT_JSON",
+        f"tool {what} must be losslessly JSON-serializable: nesting deeper than 512",
+    )
+
+
 def not_json_result(*, contexts: Sequence[AdditionalContext] = ()) -> ToolResult:
     return error(
         "TypeError",

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import pytest
-from helpers_registry import TOOL, Harness, not_json_arguments, not_json_result
+from helpers_registry import TOOL, Harness, too_deep
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import json_values
@@ -359,8 +359,8 @@ async def test_deep_arguments_are_not_json_through_execute() -> None:
 
     h.registry.register(define_tool(body, name=TOOL))
 
-    assert not_json_arguments() == await h.execute(arguments=nested_lists(DEEP))
-    assert not_json_arguments() == await h.execute(arguments={"a": nested_dicts(DEEP)})
+    assert too_deep("execution arguments") == await h.execute(arguments=nested_lists(DEEP))
+    assert too_deep("execution arguments") == await h.execute(arguments={"a": nested_dicts(DEEP)})
     assert [] == calls
 
 
@@ -374,7 +374,7 @@ async def test_a_deep_result_is_not_json_through_execute(as_meta: bool) -> None:
 
     h.registry.register(define_tool(body, name=TOOL))
 
-    assert not_json_result() == await h.execute()
+    assert too_deep("result") == await h.execute()
 
 
 async def test_a_result_int_beyond_the_str_digit_limit_is_still_json_text() -> None:

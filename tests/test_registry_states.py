@@ -337,11 +337,11 @@ def test_the_model_says_ambient_cancellation_is_reraised_when_it_reaches_the_reg
     assert expected_outcome(Scenario(where="before_entry", how="ambient")).raises_cancelled
 
 
-def test_the_model_says_an_unobserved_ambient_cancellation_lets_a_completed_call_return() -> None:
-    """A shielded body completes; no later stage checkpoints: the call completed (DESIGN is
-    silent here; this is Trio's checkpoint-at-start behaviour, see docs/testing.md)."""
+def test_the_model_says_a_success_under_ambient_cancellation_is_aborted_and_reraised() -> None:
+    """A shielded body completes after an enclosing scope was cancelled: like a success after
+    the caller's signal fired, it is replaced (``ABORTED``), and ``Cancelled`` re-raised."""
     expectation = expected_outcome(Scenario(where="body", how="ambient", body="shielded"))
-    assert (None, False) == (expectation.code, expectation.raises_cancelled)
+    assert ("ABORTED", True) == (expectation.code, expectation.raises_cancelled)
 
 
 # --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import trio
 
-from ._results import AdditionalContext, Halt, ToolResult
+from ._results import AdditionalContext, Halt, ToolResult, stray_or_raise
 from ._signal import CancelSignal
 from ._util import NoPublicConstructor, logger
 
@@ -74,7 +74,7 @@ class ToolExecutionInput:
     def __attrs_post_init__(self) -> None:
         # One check function rather than a validator per field: every tool call builds an
         # input, and this keeps construction cheap.  The signal is deliberately not checked
-        # at run time: the type checker owns that contract (DESIGN.md §2).
+        # at run time: the type checker owns that contract.
         if type(self.call_id) is not str:
             raise TypeError(f"call_id must be a str, got {self.call_id!r}")
         if type(self.name) is not str:
@@ -93,6 +93,7 @@ class _Run:
         "_token",
         "agent",
         "arguments",
+        "arguments_error",
         "body_contexts",
         "body_invoked",
         "call_id",
@@ -132,6 +133,8 @@ class _Run:
         self._token: ExecutionToken | None = None
         self._execution: ToolExecution | None = None
         self.arguments: object = None
+        # Why JSON text of the arguments did not parse (an INVALID_ARGS violation), if so.
+        self.arguments_error: str | None = None
         # The arguments parsed for the definition, once validated.
         self.parsed: object = None
         self.body_invoked = False
@@ -305,12 +308,16 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
 
         The work belongs to this call: it runs under the call's cancel scope, the registry
         awaits it before the result is published, and an exception from it is the tool's
-        failure.
+        failure (so is a ``trio.Cancelled`` it raises while no scope around it was
+        cancelled).
         """
         if not trio.lowlevel.in_trio_run():
-            trio.from_thread.run_sync(self._nursery.start_soon, fn, *args)
+            trio.from_thread.run_sync(self._start_soon, fn, args)
             return
-        self._nursery.start_soon(fn, *args)
+        self._start_soon(fn, args)
+
+    def _start_soon(self, fn: Callable[..., Awaitable[object]], args: tuple[object, ...]) -> None:
+        self._nursery.start_soon(_run_guarded, fn, args, name=fn)
 
     def defer_context(self, ctx: AdditionalContext) -> None:
         """Attach ``ctx`` to this call's result (kept also when the call is cancelled).
@@ -366,3 +373,15 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         run = self._run
         if run.halt is None:
             run.halt = Halt(reason)
+
+
+async def _run_guarded(fn: Callable[..., Awaitable[object]], args: tuple[object, ...]) -> None:
+    """A ``ctx.start_soon`` task: a stray ``trio.Cancelled`` becomes its failure.
+
+    Left alone, the call's nursery would absorb it (a failing child cancels the nursery's
+    own scope, which then takes every ``Cancelled``), and the call would look successful.
+    """
+    try:
+        await fn(*args)
+    except trio.Cancelled as exc:
+        raise stray_or_raise(exc) from exc

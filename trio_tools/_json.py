@@ -1,22 +1,29 @@
 """Lossless JSON snapshots: validate and deep-freeze JSON-like values in one pass.
 
 Accepted are exactly ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` /
-``tuple`` and ``dict`` with ``str`` keys (exact types, no subclasses), and the library's own
-:class:`FrozenDict`.  Arrays freeze to ``tuple``, objects to :class:`FrozenDict`.  The walk is
-iterative (no ``RecursionError``), reads every value once, never mutates the caller's object,
-and rejects cycles and nesting deeper than :data:`MAX_DEPTH`.
+``tuple`` and ``dict`` with ``str`` keys (exact types, no subclasses).  Arrays freeze to
+``tuple``, objects to :class:`FrozenDict`; a :class:`FrozenDict` the library made is taken as
+is, one made by hand is checked like any ``dict``.  The walk is iterative (no
+``RecursionError``), reads every value once, never mutates the caller's object, and rejects
+cycles and nesting deeper than :data:`MAX_DEPTH`.
+
+:class:`JSONText` carries a model's raw JSON text of arguments to the registry, which parses
+it at entry with the same rules (and the same depth limit).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 __all__ = [
     "MAX_DEPTH",
     "FrozenDict",
+    "JSONText",
+    "NestingTooDeepError",
     "NotJSONError",
     "freeze",
     "from_json_text",
@@ -34,6 +41,13 @@ class NotJSONError(TypeError):
     """A value is not losslessly JSON-serializable."""
 
 
+class NestingTooDeepError(NotJSONError):
+    """A value (or JSON text) nests arrays and objects deeper than :data:`MAX_DEPTH`."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nesting deeper than {MAX_DEPTH}")
+
+
 class FrozenDict(dict[str, Any]):
     """An immutable, hashable ``dict`` holding frozen JSON values.
 
@@ -41,7 +55,9 @@ class FrozenDict(dict[str, Any]):
     ``msgspec``, ``isinstance(x, dict)``) while every mutating method raises ``TypeError``.
     """
 
-    __slots__ = ("_hash",)
+    # ``_sealed`` is set only on the mappings the library froze itself (see _sealed()):
+    # only those may skip validation.
+    __slots__ = ("_hash", "_sealed")
 
     # Hidden from the type checkers, which know ``dict`` as unhashable and mutable: to them
     # a FrozenDict is a plain ``dict[str, Any]`` (it is only ever handed out typed as
@@ -71,8 +87,27 @@ class FrozenDict(dict[str, Any]):
         return self
 
 
+_set_sealed = FrozenDict.__dict__["_sealed"].__set__
+_get_sealed = FrozenDict.__dict__["_sealed"].__get__
+
+
+def _sealed(items: Any) -> FrozenDict:
+    """A :class:`FrozenDict` of already-frozen items, marked as made by the library."""
+    frozen = FrozenDict(items)
+    _set_sealed(frozen, True)
+    return frozen
+
+
+def _is_sealed(value: object) -> bool:
+    """Whether ``value`` (a :class:`FrozenDict`) was frozen by the library itself."""
+    try:
+        return _get_sealed(value) is True
+    except AttributeError:  # the slot was never set: made by hand
+        return False
+
+
 _SCALARS = frozenset({str, int, bool, type(None)})
-_EMPTY_OBJECT = FrozenDict()
+_EMPTY_OBJECT = _sealed(())
 _ARRAYS = (list, tuple)
 
 
@@ -88,8 +123,12 @@ def freeze(value: object) -> object:
             non-``str`` key, a cycle, or nesting deeper than :data:`MAX_DEPTH`.
     """
     kind = type(value)
-    if kind in _SCALARS or kind is FrozenDict:
+    if kind in _SCALARS:
         return value
+    if kind is FrozenDict:
+        if _is_sealed(value):
+            return value
+        kind = dict  # made by hand: it may hold anything, so check it like a dict
     if kind is float:
         if not math.isfinite(cast(float, value)):
             _reject(f"non-finite float {value!r}")
@@ -102,7 +141,7 @@ def freeze(value: object) -> object:
             if type(key) is not str or type(item) not in _SCALARS:
                 break
         else:
-            return FrozenDict(items) if items else _EMPTY_OBJECT
+            return _sealed(items) if items else _EMPTY_OBJECT
         return _freeze_container(value, iter(items))
     if kind is not list and kind is not tuple:
         _reject(f"{kind.__name__} is not a JSON type")
@@ -120,8 +159,8 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
         if id(container) in on_path:
             _reject("cycle")
         if len(stack) >= MAX_DEPTH:
-            _reject(f"nesting deeper than {MAX_DEPTH}")
-        is_object = type(container) is dict
+            raise NestingTooDeepError
+        is_object = isinstance(container, dict)
         if items is None:
             items = iter(cast("dict[str, Any]", container).items() if is_object else container)
         on_path.add(id(container))
@@ -144,12 +183,12 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
             else:
                 key, child = None, item
             kind: type[object] = type(child)
-            if kind in _SCALARS or kind is FrozenDict:
+            if kind in _SCALARS or (kind is FrozenDict and _is_sealed(child)):
                 pass
             elif kind is float:
                 if not math.isfinite(cast(float, child)):
                     _reject(f"non-finite float {child!r}")
-            elif kind is dict or kind is list or kind is tuple:
+            elif kind is dict or kind is list or kind is tuple or kind is FrozenDict:
                 frame[4] = key
                 push(child)
                 descended = True
@@ -161,7 +200,7 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
             continue
         stack.pop()
         on_path.discard(id(frame[0]))
-        built: object = FrozenDict(out) if is_object else tuple(out)
+        built: object = _sealed(out) if is_object else tuple(out)
         if not stack:
             return built
         parent = stack[-1]
@@ -241,6 +280,49 @@ def thaw(value: object) -> object:
     return value
 
 
+# ---------------------------------------------------------------------------------------
+# JSON text
+
+
+class JSONText:
+    """A model's raw JSON text of a call's arguments, for the registry to parse at entry.
+
+    Parsed once (the result is kept): into the frozen value, or into the violation that
+    tells the model what was wrong with its text.  Integers of any size parse losslessly;
+    a number too large for a float is a violation at its path (``$.timeout: number out of
+    range``); text that is not JSON (``NaN`` and ``Infinity`` included) is the violation
+    ``not valid JSON ({reason} at line L column C)``; empty or whitespace-only text is
+    ``{}``; nesting deeper than :data:`MAX_DEPTH` raises :class:`NestingTooDeepError`, as
+    for a value.
+    """
+
+    __slots__ = ("_outcome", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._outcome: tuple[object, str | None] | NestingTooDeepError | None = None
+
+    def __repr__(self) -> str:
+        return f"JSONText({self.text!r})"
+
+    def parse(self) -> tuple[object, str | None]:
+        """``(frozen value, None)``, or ``(self.text, violation)`` when it does not parse.
+
+        Raises:
+            NestingTooDeepError: the text nests deeper than :data:`MAX_DEPTH`.
+        """
+        outcome = self._outcome
+        if outcome is None:
+            try:
+                outcome = _parse_text(self.text)
+            except NestingTooDeepError as exc:
+                outcome = exc
+            self._outcome = outcome
+        if isinstance(outcome, NestingTooDeepError):
+            raise outcome
+        return outcome
+
+
 def _parse_int(text: str) -> int:
     try:
         return int(text)
@@ -256,11 +338,24 @@ def _parse_int(text: str) -> int:
     return sign * number
 
 
+class _ConstantError(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in JSON text: not JSON."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} is not JSON")
+        self.name = name
+
+
 def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
+    raise _ConstantError(name)
 
 
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_reject_constant)
+# For arguments: ints left to C (the common case, fast); _decode falls back to _DECODER
+# only for an int past Python's digit limit.
+_FAST_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# A JSON string, or a bare constant outside strings: to find where a constant is.
+_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
 
 
 def from_json_text(text: str) -> object:
@@ -272,3 +367,69 @@ def from_json_text(text: str) -> object:
         ValueError: ``text`` is not JSON.
     """
     return _DECODER.decode(text)
+
+
+def _position(text: str, index: int) -> str:
+    line = text.count("\n", 0, index) + 1
+    column = index - text.rfind("\n", 0, index)
+    return f"at line {line} column {column}"
+
+
+def _decode(text: str) -> object:
+    try:
+        return _FAST_DECODER.decode(text)
+    except (json.JSONDecodeError, _ConstantError):
+        raise
+    except ValueError:  # an int past the digit limit
+        return _DECODER.decode(text)
+
+
+def _parse_text(text: str) -> tuple[object, str | None]:
+    if not text.strip():
+        return _EMPTY_OBJECT, None
+    try:
+        value = _decode(text)
+    except json.JSONDecodeError as exc:
+        return text, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except _ConstantError as exc:
+        where = next((m.start(1) for m in _CONSTANT.finditer(text) if m.group(1) is not None), None)
+        position = "" if where is None else f" {_position(text, where)}"
+        return text, f"not valid JSON ({exc.name} is not allowed{position})"
+    except RecursionError:
+        # Python's decoder recurses per level: text this deep is beyond MAX_DEPTH anyway.
+        raise NestingTooDeepError from None
+    try:
+        return freeze(value), None
+    except NestingTooDeepError:
+        raise
+    except NotJSONError:
+        # Only a number too large for a float (parsed as an infinity) gets here.
+        return text, "; ".join(f"{path}: number out of range" for path in _infinities(value))
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _infinities(value: object) -> list[str]:
+    """The JSON paths of the infinite floats in a decoded (not frozen) value."""
+    paths: list[str] = []
+    stack: list[tuple[str, object]] = [("$", value)]
+    while stack:
+        path, item = stack.pop()
+        if type(item) is float and not math.isfinite(item):
+            paths.append(path)
+        elif type(item) is list:
+            children = cast("list[object]", item)
+            stack.extend(
+                (f"{path}[{i}]", child) for i, child in reversed(list(enumerate(children)))
+            )
+        elif type(item) is dict:
+            members = cast("dict[str, object]", item)
+            stack.extend(
+                (
+                    f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{json.dumps(key)}]",
+                    child,
+                )
+                for key, child in reversed(members.items())
+            )
+    return paths

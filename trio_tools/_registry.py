@@ -40,7 +40,7 @@ from ._execution import (
     _Run,
 )
 from ._instrument import Instrument, Instruments, check_instrument
-from ._json import NotJSONError, freeze, to_compact_json
+from ._json import JSONText, NestingTooDeepError, NotJSONError, freeze, to_compact_json
 from ._results import (
     BLOCKED,
     DENIED,
@@ -55,16 +55,18 @@ from ._results import (
     ContentBlock,
     ErrorInfo,
     ImageBlock,
+    StrayCancelled,
     TextBlock,
     ToolOutput,
     ToolResult,
     _content,
     aborted,
     error_result,
-    exception_message,
     exception_result,
+    failures_result,
     make_result,
     replace_result,
+    stray_or_raise,
     text_block,
 )
 from ._signal import _Link
@@ -81,7 +83,7 @@ from ._tool import (
     define_tool,
     parse_arguments,
 )
-from ._util import NoPublicConstructor, leaf_exceptions, logger
+from ._util import NoPublicConstructor, leaf_exceptions, logger, safe_repr
 
 __all__ = [
     "Approver",
@@ -271,20 +273,40 @@ class _Stage:
         self._on_change()
 
 
+class _Chain:
+    """Whether a middleware chain is still running: its ``call_next`` callables work only then.
+
+    A stage may keep its ``call_next`` and call it after it returned; once the chain has
+    returned, that would run the rest of the chain (for around-execute: the tool body)
+    outside any call, after its result was decided.
+    """
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+    def check(self) -> None:
+        if not self.open:
+            raise RuntimeError("call_next() called after the tool call's chain had returned")
+
+
 class _Once:
-    """``call_next`` of a middleware chain: may be called at most once."""
+    """``call_next`` of the around-execute chain: at most once, while the chain runs."""
 
-    __slots__ = ("_args", "_step")
+    __slots__ = ("_chain", "_index", "_step")
 
-    def __init__(self, step: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        self._step: Callable[..., Awaitable[Any]] | None = step
-        self._args = args
+    def __init__(self, step: Callable[[int], Awaitable[Any]], chain: _Chain, index: int) -> None:
+        self._step: Callable[[int], Awaitable[Any]] | None = step
+        self._chain = chain
+        self._index = index
 
     def __call__(self) -> Awaitable[Any]:
+        self._chain.check()
         step, self._step = self._step, None
         if step is None:
             raise RuntimeError("call_next() may be called only once")
-        return step(*self._args)
+        return step(self._index)
 
 
 def _split_failure(exc: BaseException) -> tuple[list[Exception], list[BaseException]]:
@@ -299,26 +321,26 @@ def _split_failure(exc: BaseException) -> tuple[list[Exception], list[BaseExcept
     return failures, others
 
 
-def _failure_result(failures: list[Exception], default_code: str) -> ToolResult:
-    if len(failures) == 1:
-        return exception_result(failures[0], default_code)
-    # Several tasks of the call failed: none of them is "the" failure, so report them all.
-    codes = {getattr(f, "code", None) for f in failures}
-    code = codes.pop() if len(codes) == 1 else None
-    message = "; ".join(f"{type(f).__name__}: {exception_message(f)}" for f in failures)
-    return error_result(
-        "ExceptionGroup",
-        code if isinstance(code, str) else default_code,
-        f"{len(failures)} failures: {message}",
-    )
-
-
 def _denied(reason: str, halt: Any = None) -> ToolResult:
     return error_result("ToolDeniedError", DENIED, reason, halt=halt)
 
 
-def _not_json_result(what: str) -> ToolResult:
-    return error_result("TypeError", NOT_JSON, f"tool {what} must be losslessly JSON-serializable")
+def _not_json_result(what: str, exc: NotJSONError | None = None) -> ToolResult:
+    message = f"tool {what} must be losslessly JSON-serializable"
+    if isinstance(exc, NestingTooDeepError):
+        message = f"{message}: {exc}"
+    return error_result("TypeError", NOT_JSON, message)
+
+
+def _materialise(arguments: object) -> tuple[object, str | None]:
+    """The frozen arguments, or ``(raw text, violation)`` for JSON text that does not parse.
+
+    Raises:
+        NotJSONError: not lossless JSON (for text: nested too deep).
+    """
+    if type(arguments) is JSONText:
+        return arguments.parse()
+    return freeze(arguments), None
 
 
 def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
@@ -348,13 +370,14 @@ def _body_result(value: object) -> ToolResult:
         content = _content_of(value.content)
         if content is None:
             raise TypeError(
-                f"ToolOutput.content must be a str or content blocks, got {value.content!r}"
+                "ToolOutput.content must be a str or content blocks, "
+                f"got {safe_repr(value.content)}"
             )
         return make_result(content, meta=meta)
     try:
         text = to_compact_json(freeze(value))
-    except NotJSONError:
-        return _not_json_result("result")
+    except NotJSONError as exc:
+        return _not_json_result("result", exc)
     return make_result((TextBlock(text),))
 
 
@@ -567,10 +590,15 @@ class ToolRegistry:
         if flag is True or flag is False:
             return "parallel" if flag else "exclusive"
         try:
-            value, violations = parse_arguments(definition, freeze(input.arguments))
+            arguments, text_error = _materialise(input.arguments)
+            if text_error is not None:
+                return "exclusive"
+            value, violations = parse_arguments(definition, arguments)
             if violations:
                 return "exclusive"
             return "parallel" if flag(value) is True else "exclusive"
+        except NotJSONError:
+            return "exclusive"  # the call will be NOT_JSON
         except Exception:
             logger.exception(
                 "concurrency_safe of tool %r raised; running it exclusively", input.name
@@ -694,10 +722,10 @@ class ToolRegistry:
                     finally:
                         if hooks is not None:
                             hooks.dispatch_settled()
-                    result = self._cancellation_overrides(run, result)
+                    result = await self._cancellation_overrides(run, result)
                 # 6. Post-execute, then cancellation that arrived while it waited.
                 if stages.post:
-                    result = self._cancellation_overrides(
+                    result = await self._cancellation_overrides(
                         run, await self._post_execute(run, result)
                     )
                 candidate = result
@@ -773,9 +801,9 @@ class ToolRegistry:
         )
         run.stages = self._stages
         try:
-            run.arguments = freeze(input.arguments)
-        except NotJSONError:
-            run.decided = _not_json_result("execution arguments")
+            run.arguments, run.arguments_error = _materialise(input.arguments)
+        except NotJSONError as exc:
+            run.decided = _not_json_result("execution arguments", exc)
         return run, definition.finalize_content if definition is not None else None
 
     def _resolve(self, run: _Run) -> tuple[Any, ToolResult | None]:
@@ -783,6 +811,11 @@ class ToolRegistry:
         if definition is None:
             return None, error_result(
                 "ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"'
+            )
+        if run.arguments_error is not None and definition.args is not None:
+            # JSON text that did not parse; a raw tool (no argument type) gets the text.
+            return None, error_result(
+                "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
             )
         args, violations = parse_arguments(definition, run.arguments)
         if violations:
@@ -808,6 +841,9 @@ class ToolRegistry:
                 decided = True
         except Exception as exc:  # also a group left once the scope took its Cancelled
             raise _FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
+        except trio.Cancelled as exc:
+            stray = stray_or_raise(exc)
+            raise _FinalResult(exception_result(stray, PRE_EXECUTE_FAILED)) from None
         if not decided or (outcome is None and run.caller_signal.cancelled):
             # Interrupted, or allowed only after the caller had cancelled: never dispatched.
             return aborted(body_invoked=False)
@@ -830,29 +866,34 @@ class ToolRegistry:
                 reason = guard(execution)
                 if reason is not None:
                     if not isinstance(reason, str):
-                        raise TypeError(f"guard {guard!r} returned {reason!r}, not a str or None")
+                        raise TypeError(
+                            f"guard {safe_repr(guard)} returned {safe_repr(reason)}, "
+                            "not a str or None"
+                        )
                     return _denied(reason)
             return None
         if isinstance(decision, Deny):
             return _denied(decision.reason, decision.halt)
         if not isinstance(decision, Ask):
             raise TypeError(
-                f"pre-execute chain returned {decision!r}; expected Allow(), Deny() or Ask()"
+                f"pre-execute chain returned {safe_repr(decision)}; "
+                "expected Allow(), Deny() or Ask()"
             )
         name = run.name
         if approver is None:
             return _denied(f'tool "{name}" requires approval, but no approver is configured')
-        answer = await approver(ApprovalRequest(execution, decision.reason))
-        if answer == "granted":
-            return None
-        if answer == "rejected":
-            return _denied(f'the user rejected tool "{name}"')
-        if answer == "cancelled":
-            if run.caller_signal.cancelled:
-                return aborted(body_invoked=False)
-            return _denied(f'approval for tool "{name}" was cancelled')
+        answer: object = await approver(ApprovalRequest(execution, decision.reason))
+        if type(answer) is str:  # a str subclass or another type may compare as it likes
+            if answer == "granted":
+                return None
+            if answer == "rejected":
+                return _denied(f'the user rejected tool "{name}"')
+            if answer == "cancelled":
+                if run.caller_signal.cancelled:
+                    return aborted(body_invoked=False)
+                return _denied(f'approval for tool "{name}" was cancelled')
         raise TypeError(
-            f"approver returned {answer!r}; expected 'granted', 'rejected' or 'cancelled'"
+            f"approver returned {safe_repr(answer)}; expected 'granted', 'rejected' or 'cancelled'"
         )
 
     async def _around_execute(
@@ -865,6 +906,9 @@ class ToolRegistry:
             )
         except Exception as exc:
             raise _FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
+        except trio.Cancelled as exc:
+            stray = stray_or_raise(exc)
+            raise _FinalResult(exception_result(stray, WRAPPER_FAILED)) from None
         finally:
             run.dispatch_signal = run.caller_signal
         return _with_body_contexts(run, result)
@@ -918,13 +962,14 @@ class ToolRegistry:
                         )
                     else:
                         value = await cast("Awaitable[object]", definition._call(args, ctx))
-                except trio.Cancelled:
+                except trio.Cancelled as exc:
                     # The nursery's own scope would catch this (it is the innermost
                     # cancelled one); catching it here saves building an exception group.
                     # An enclosing scope's cancellation is level-triggered: it comes back at
-                    # the checkpoint on the aborted path below.
+                    # the checkpoint on the aborted path below.  A Cancelled nobody's scope
+                    # owns is the body's failure.
                     if not nursery.cancel_scope.cancel_called:
-                        raise
+                        raise stray_or_raise(exc) from exc
         except BaseException as exc:
             failure = exc
         finally:
@@ -949,7 +994,7 @@ class ToolRegistry:
                     raise others[0] from None
                 raise failure
             return replace_result(
-                _failure_result(failures, TOOL_FAILED), additional_contexts=contexts
+                failures_result(failures, TOOL_FAILED), additional_contexts=contexts
             )
         # The scope is cancelled only by the fused signal, so this also covers a body that
         # was interrupted by it (and one that returned after it fired).
@@ -971,10 +1016,14 @@ class ToolRegistry:
             decision: object = await _post_chain(hooks, run.execution(), result)
             if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
                 raise TypeError(
-                    f"post-execute chain returned {decision!r}; expected Accept() or Block()"
+                    f"post-execute chain returned {safe_repr(decision)}; "
+                    "expected Accept() or Block()"
                 )
         except Exception as exc:
             raise _FinalResult(exception_result(exc, POST_EXECUTE_FAILED)) from None
+        except trio.Cancelled as exc:
+            stray = stray_or_raise(exc)
+            raise _FinalResult(exception_result(stray, POST_EXECUTE_FAILED)) from None
         halt = result.halt if result.halt is not None else decision.halt
         if isinstance(decision, Block):
             feedback = decision.feedback
@@ -1005,9 +1054,17 @@ class ToolRegistry:
         )
 
     @staticmethod
-    def _cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
-        """Cancellation replaces only a non-error result, keeping its contexts and halt."""
-        if result.is_error or not run.caller_signal.cancelled:
+    async def _cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
+        """Cancellation replaces only a non-error result, keeping its contexts and halt.
+
+        Ambient cancellation too: a success returned from under a cancelled enclosing scope
+        (a wrapper or hook swallowed that scope's ``trio.Cancelled``) re-raises
+        ``trio.Cancelled`` here, so ``execute`` publishes ``ABORTED*`` and propagates it.
+        """
+        if result.is_error:
+            return result
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not run.caller_signal.cancelled:
             return result
         return aborted(
             body_invoked=run.body_invoked,
@@ -1023,9 +1080,9 @@ class ToolRegistry:
         meta = result.meta
         try:
             meta = freeze(meta)
-        except NotJSONError:
+        except NotJSONError as exc:
             result = replace_result(
-                _not_json_result("result"), additional_contexts=result.additional_contexts
+                _not_json_result("result", exc), additional_contexts=result.additional_contexts
             )
             meta, concludes = None, False
         if (
@@ -1041,18 +1098,27 @@ class ToolRegistry:
             if content is None:
                 return result
             return replace_result(result, content=_content(content))
-        except Exception as exc:
+        except (Exception, trio.Cancelled) as exc:
+            # A synchronous callback reaches no checkpoint: a Cancelled from it is stray.
+            failure = StrayCancelled() if isinstance(exc, trio.Cancelled) else exc
             return replace_result(
-                exception_result(exc, FINALIZE_FAILED),
+                exception_result(failure, FINALIZE_FAILED),
                 additional_contexts=result.additional_contexts,
                 halt=halt,
             )
 
     @staticmethod
     async def _publish(run: _Run, result: ToolResult) -> None:
-        """Give the one final result to every observer; raises are logged, never fatal."""
+        """Give the one final result to every observer.
+
+        An observer's ``Exception`` (or stray ``trio.Cancelled``: observers run shielded or
+        synchronously, so none is ever legitimate) is logged.  A ``KeyboardInterrupt`` or
+        other ``BaseException`` does not stop the later observers from seeing the result:
+        the first one is re-raised once every observer ran.
+        """
         observers: tuple[ResultObserver, ...] = run.stages.observers
         execution = run.execution()
+        fatal: BaseException | None = None
         for observer in observers:
             try:
                 outcome = observer(execution, result)
@@ -1062,19 +1128,30 @@ class ToolRegistry:
                     # be interrupted, so only an awaitable needs the shield.)
                     with trio.CancelScope(shield=True):
                         await outcome
-            except Exception:
-                logger.exception("result observer %r raised", observer)
+            except (Exception, trio.Cancelled):
+                logger.exception("result observer %s raised", safe_repr(observer))
+            except BaseException as exc:
+                if fatal is None:
+                    fatal = exc
+        if fatal is not None:
+            raise fatal
 
 
 def _with_body_contexts(run: _Run, result: ToolResult) -> ToolResult:
-    """Contexts deferred by the body always survive and come first."""
+    """Contexts deferred by the body always survive and come first, each once.
+
+    A wrapper may pass them on in any position (``(mine, *r.additional_contexts)``): the
+    body's own objects (by identity) are moved to the front, not repeated.
+    """
     body = run.body_contexts
     if not body:
         return result
     have = result.additional_contexts
     if len(have) >= len(body) and all(a is b for a, b in zip(body, have, strict=False)):
         return result
-    return replace_result(result, additional_contexts=(*body, *have))
+    ids = {id(ctx) for ctx in body}
+    rest = tuple(ctx for ctx in have if id(ctx) not in ids)
+    return replace_result(result, additional_contexts=(*body, *rest))
 
 
 class _Next:
@@ -1084,28 +1161,32 @@ class _Next:
     hook, ``end()`` gives the chain's default decision.
     """
 
-    __slots__ = ("_args", "_end", "_hooks", "_index")
+    __slots__ = ("_args", "_chain", "_end", "_hooks", "_index")
 
     def __init__(
         self,
         hooks: Sequence[Callable[..., Awaitable[Any]]],
         args: tuple[object, ...],
         end: Callable[[], Awaitable[Any]],
+        chain: _Chain,
         index: int,
     ) -> None:
         self._hooks = hooks
         self._args = args
         self._end = end
+        self._chain = chain
         self._index = index
 
     def __call__(self) -> Awaitable[Any]:
+        self._chain.check()
         index, self._index = self._index, -1
         if index < 0:
             raise RuntimeError("call_next() may be called only once")
         hooks = self._hooks
         if index == len(hooks):
             return self._end()
-        return hooks[index](*self._args, _Next(hooks, self._args, self._end, index + 1))
+        following = _Next(hooks, self._args, self._end, self._chain, index + 1)
+        return hooks[index](*self._args, following)
 
 
 async def _allowed() -> PreDecision:
@@ -1156,18 +1237,30 @@ async def _accepted() -> PostDecision:
     return _ACCEPT
 
 
+async def _run_chain(
+    hooks: Sequence[Callable[..., Awaitable[Any]]],
+    args: tuple[object, ...],
+    end: Callable[[], Awaitable[Any]],
+) -> object:
+    chain = _Chain()
+    try:
+        return await _Next(hooks, args, end, chain, 0)()
+    finally:
+        chain.open = False
+
+
 async def _pre_chain(
     hooks: Sequence[PreExecuteHook],
     execution: ToolExecution,
     end: Callable[[], Awaitable[PreDecision]],
 ) -> object:
-    return await _Next(hooks, (execution,), end, 0)()
+    return await _run_chain(hooks, (execution,), end)
 
 
 async def _post_chain(
     hooks: Sequence[PostExecuteHook], execution: ToolExecution, result: ToolResult
 ) -> object:
-    return await _Next(hooks, (execution, result), _accepted, 0)()
+    return await _run_chain(hooks, (execution, result), _accepted)
 
 
 async def _around_chain(
@@ -1184,11 +1277,17 @@ async def _around_chain(
         try:
             if index == len(wrappers):
                 return await dispatch(run, args)
-            result = await wrappers[index](view, _Once(step, index + 1))
+            result = await wrappers[index](view, _Once(step, chain, index + 1))
             if not isinstance(result, ToolResult):
-                raise TypeError(f"around-execute wrapper returned {result!r}, not a ToolResult")
+                raise TypeError(
+                    f"around-execute wrapper returned {safe_repr(result)}, not a ToolResult"
+                )
             return result
         finally:
             run.dispatch_signal = signal
 
-    return await step(0)
+    chain = _Chain()
+    try:
+        return await step(0)
+    finally:
+        chain.open = False

@@ -17,7 +17,6 @@ model order by construction, and the journal never sees two writes at once.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, Protocol, final
 
@@ -25,6 +24,7 @@ import attrs
 import trio
 
 from ._execution import ToolExecutionInput
+from ._json import JSONText
 from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
@@ -50,12 +50,16 @@ class ToolCall:
     """One tool call as the model asked for it: ``ToolCall(call_id, name, arguments)``.
 
     ``arguments`` is the model's raw JSON text (a ``str``) or an already-parsed JSON value.
-    Raw text is parsed when the call starts: empty or whitespace-only text means ``{}``, and
-    text that is not valid JSON (``NaN`` and ``Infinity`` included) is passed on unchanged
-    as the ``str``, so the tool's argument validation reports ``INVALID_ARGS`` (a raw tool,
-    one without an argument type, then receives that string).  To pass a JSON string value,
-    pass its JSON text (``'"text"'``).  The value is kept as given; the registry takes its
-    frozen snapshot when the call starts.
+    Raw text is parsed when the call starts, losslessly: integers of any size are kept
+    exactly, and empty or whitespace-only text means ``{}``.  Text that is not valid JSON
+    (``NaN`` and ``Infinity`` included) is ``INVALID_ARGS`` with the message ``invalid
+    arguments: not valid JSON ({reason} at line L column C)``, and a number too large for
+    a float (``1e400``) is ``INVALID_ARGS`` at its path (``$.timeout: number out of
+    range``); a raw tool (one without an argument type) receives such text unchanged, as
+    the ``str``.  Text nested deeper than 512 arrays and objects is ``NOT_JSON``, as the
+    same value would be.  To pass a JSON string value, pass its JSON text (``'"text"'``).
+    The value is kept as given; the registry takes its frozen snapshot when the call
+    starts.
 
     Unlike most multi-field values of the library, the fields may be given positionally:
     they mirror the ``(id, name, arguments)`` triple every model API returns.
@@ -119,7 +123,7 @@ class JournalEvent:
 
     ``kind`` is ``"call"`` (``result`` is ``None``) or ``"result"`` (``result`` is the
     committed :class:`ToolResult`).  The fields may be given positionally, in the order
-    ``JournalEvent(kind, call, result)`` of DESIGN.md.
+    ``JournalEvent(kind, call, result)``.
     """
 
     kind: Literal["call", "result"] = attrs.field(
@@ -219,14 +223,18 @@ class MemoryJournal:
         """Check that the transcript is balanced, or raise ``AssertionError``.
 
         Balanced means: every call is recorded once and has exactly one result, recorded
-        after it; every result belongs to a recorded call (the same :class:`ToolCall`);
-        and results come in the order of their calls (model order).  Calls are told apart
-        by ``call_id``, which must be unique within the journal.
+        after it; every result belongs to the call it follows (the same :class:`ToolCall`
+        object: calls are compared by identity, so arguments that do not equal themselves,
+        like a NaN, are fine); and results come in the order of their calls (model order).
+        Calls are told apart by ``call_id`` while they are open; once a call has its
+        result, a later call may reuse its id (local model servers number ``call_0`` in
+        every step).
 
         Raises:
             AssertionError: describing the first violation, in journal order.
         """
-        recorded: dict[str, tuple[int, ToolCall]] = {}
+        open_calls: dict[str, tuple[int, ToolCall]] = {}  # recorded, no result yet
+        closed: set[str] = set()
         order: list[str] = []
         answered = 0  # calls, in call order, whose result was recorded
         for index, event in enumerate(self._events):
@@ -236,23 +244,25 @@ class MemoryJournal:
                 raise AssertionError(f"journal is not balanced: event #{index}: {problem}")
 
             if event.kind == "call":
-                if call_id in recorded:
+                if call_id in open_calls:
                     fail(f"call {call_id!r} is recorded twice")
-                recorded[call_id] = (len(order), event.call)
+                open_calls[call_id] = (len(order), event.call)
                 order.append(call_id)
                 continue
-            if call_id not in recorded:
+            if call_id not in open_calls:
+                if call_id in closed:
+                    fail(f"call {call_id!r} has more than one result")
                 fail(f"result for call {call_id!r} without a call")
-            position, call = recorded[call_id]
-            if call != event.call:
+            position, call = open_calls[call_id]
+            if call is not event.call:
                 fail(f"result for call {call_id!r} carries {event.call!r}, not {call!r}")
-            if position < answered:
-                fail(f"call {call_id!r} has more than one result")
             if position > answered:
                 fail(
                     f"result for call {call_id!r} is out of model order: "
                     f"call {order[answered]!r} has no result yet"
                 )
+            del open_calls[call_id]
+            closed.add(call_id)
             answered += 1
         if answered < len(order):
             raise AssertionError(f"journal is not balanced: call {order[answered]!r} has no result")
@@ -276,23 +286,10 @@ class BatchOutcome:
     contexts: tuple[AdditionalContext, ...]
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
 def _parse_arguments(arguments: object) -> object:
-    """The model's raw JSON text parsed (see :class:`ToolCall`); other values as given."""
-    if not isinstance(arguments, str):
-        return arguments
-    if not arguments.strip():
-        return {}
-    try:
-        return _DECODER.decode(arguments)
-    except (ValueError, RecursionError):
-        return arguments
+    """The model's raw JSON text, for the registry to parse at entry (see :class:`ToolCall`);
+    other values as given."""
+    return JSONText(arguments) if isinstance(arguments, str) else arguments
 
 
 # Every unstarted call of a stopped batch gets this (frozen, so one object serves them all).
@@ -475,7 +472,7 @@ class _CallReport:
         return True
 
     def dispatch_settled(self) -> None:
-        # The pool slot frees here, before post-execute (DESIGN.md §8); at most once.
+        # The pool slot frees here, before post-execute; at most once.
         if self._slot_held:
             self._slot_held = False
             self._batch.in_flight -= 1

@@ -166,27 +166,58 @@ class CancelSignal(metaclass=NoPublicConstructor):
         return key
 
     def _fire(self, reason: CancelReason) -> bool:
-        """Fire with ``reason`` unless already fired; return whether this call fired it."""
+        """Fire with ``reason`` unless already fired; return whether this call fired it.
+
+        Every listener of this signal and of every signal derived from it hears the
+        cancellation before this returns, at any depth of derivation; then the first
+        ``BaseException`` a listener raised (``KeyboardInterrupt``...) is re-raised.
+        """
         if self._reason is not None:
             return False
         self._reason = reason
-        listeners = self._listeners
-        if listeners:
-            # Pop each listener just before calling it, so a listener that disposes a later
-            # one (not yet called) really removes it, and the dict ends up empty.
-            fatal: BaseException | None = None
-            for key, fn in list(listeners.items()):
-                if listeners.pop(key, None) is not None:
-                    try:
-                        _call_listener(fn, reason)
-                    except BaseException as exc:
-                        # KeyboardInterrupt & co. must not leave the other listeners (scopes,
-                        # waiters) unaware of the cancellation: tell them all, then re-raise.
-                        if fatal is None:
-                            fatal = exc
+        if self._listeners:
+            fatal = _propagate(self, reason)
             if fatal is not None:
                 raise fatal
         return True
+
+
+def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None:
+    """Run the listeners of ``root`` (which just fired) and of the signals derived from it.
+
+    Iterative, not recursive, so a chain of derived signals of any depth is reached; in the
+    order a recursive walk would take (each derived signal's listeners run where its link
+    sits among its parent's).  Each listener is popped just before it runs, so a listener
+    that disposes a later one (not yet called) really removes it, and the dicts end up
+    empty.  Returns the first ``BaseException`` a listener raised: ``KeyboardInterrupt`` &
+    co. must not leave the other listeners (scopes, waiters) unaware of the cancellation.
+    """
+    fatal: BaseException | None = None
+    listeners = root._listeners
+    stack = [(listeners, reason, iter(list(listeners.items())))]
+    while stack:
+        listeners, reason, items = stack[-1]
+        for key, fn in items:
+            if listeners.pop(key, None) is None:
+                continue
+            if isinstance(fn, _Link):
+                derived = fn.signal
+                derived_reason = fn._parent_fired(reason)
+                if derived._reason is None:
+                    derived._reason = derived_reason
+                    children = derived._listeners
+                    if children:
+                        stack.append((children, derived_reason, iter(list(children.items()))))
+                        break
+                continue
+            try:
+                _call_listener(fn, reason)
+            except BaseException as exc:
+                if fatal is None:
+                    fatal = exc
+        else:
+            stack.pop()
+    return fatal
 
 
 class _ScopeCanceller:
@@ -366,7 +397,7 @@ class _Link:
     its timer; it does not fire the derived signal.
     """
 
-    __slots__ = ("_code", "_deadline", "_disposers", "_timeout", "_timer", "signal")
+    __slots__ = ("_code", "_deadline", "_disposers", "_fatal", "_timeout", "_timer", "signal")
 
     def __init__(
         self,
@@ -383,6 +414,9 @@ class _Link:
         self._timeout = timeout
         self._disposers: list[tuple[CancelSignal, int]] = []
         self._timer: _Timer | None = None
+        # What a listener raised (KeyboardInterrupt...) when the deadline fired the signal
+        # from the timer task: re-raised by close(), in the task that owns the signal.
+        self._fatal: BaseException | None = None
         # Parents that already fired win over a deadline: they fired before this signal
         # existed, while the deadline is only checked from now on.
         for parent in parents:
@@ -396,10 +430,11 @@ class _Link:
                 return
             if deadline != math.inf:
                 self._timer = _timers().schedule(deadline, self._on_deadline)
-        on_parent = self._on_parent
+        # The link itself is the listener: _propagate recognises it and walks into the
+        # derived signal instead of recursing.
         for parent in parents:
             key = next(_keys)
-            parent._listeners[key] = on_parent
+            parent._listeners[key] = self
             self._disposers.append((parent, key))
 
     def _deadline_reason(self) -> CancelReason:
@@ -410,19 +445,38 @@ class _Link:
             return CancelReason(self._code, "deadline exceeded")
         return CancelReason(self._code, f"deadline exceeded after {timeout:g}s")
 
-    def _on_parent(self, reason: CancelReason) -> None:
+    def _parent_fired(self, reason: CancelReason) -> CancelReason:
+        """Detach on a parent's firing; the reason the derived signal fires with."""
         # Deterministic tie-break: a parent firing at or after the deadline (same virtual
         # instant, whichever task Trio happened to run first) reports the deadline, which had
         # already passed.
         if self._timer is not None and trio.current_time() >= self._deadline:
             reason = self._deadline_reason()
         self.detach()
-        self.signal._fire(reason)
+        return reason
+
+    def __call__(self, reason: CancelReason) -> None:
+        # Only _propagate calls links, and it does not call them: this keeps a link a
+        # valid listener for anything else that might.
+        self.signal._fire(self._parent_fired(reason))
 
     def _on_deadline(self) -> None:
         self._timer = None
         self.detach()
-        self.signal._fire(self._deadline_reason())
+        try:
+            self.signal._fire(self._deadline_reason())
+        except BaseException as exc:
+            # No task called cancel(): the timer task fired the signal, and it must not
+            # crash (Trio would turn that into TrioInternalError).  Every listener heard it;
+            # the owner's block re-raises it as it exits (see close()).
+            self._fatal = exc
+
+    def close(self) -> None:
+        """:meth:`detach`, then re-raise what a listener raised when the deadline fired."""
+        self.detach()
+        fatal, self._fatal = self._fatal, None
+        if fatal is not None:
+            raise fatal
 
     def detach(self) -> None:
         for parent, key in self._disposers:
@@ -476,7 +530,7 @@ class _OpenSignal(AbstractAsyncContextManager[CancelSignal]):
         tb: TracebackType | None,
     ) -> None:
         assert self._link is not None
-        self._link.detach()
+        self._link.close()
 
 
 def open_signal(
@@ -500,8 +554,13 @@ def open_signal(
 
     Leaving the block does **not** fire the derived signal; it detaches it: every listener
     put on a parent is removed and the timer stops.  Exceptions from the block propagate
-    unwrapped.  Entering and leaving are not checkpoints (like :class:`trio.CancelScope`);
-    the manager is asynchronous because its timer lives in the running Trio loop.
+    unwrapped.  When the deadline fires, no task called ``cancel()``: if a listener raises
+    a ``BaseException`` then (``KeyboardInterrupt``, ``SystemExit``), every other listener
+    still hears the cancellation, and leaving the block re-raises that exception.
+
+    Entering and leaving are not checkpoints (like :class:`trio.CancelScope`); the manager
+    is asynchronous because its timer lives in the running Trio loop.  Propagation reaches
+    every derived signal however deep the chain of derivations.
 
     Args:
         *parents: the signals to follow; none is fine (a pure deadline).

@@ -55,7 +55,7 @@ class TimeoutPolicy:
             result = await call_next()
         finally:
             exec.signal = outer
-            link.detach()
+            link.close()
         if not _deadline_fired_first(narrowed, outer):
             return result
         return error_result(

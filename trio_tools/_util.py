@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterable
 from typing import Any, NoReturn, TypeVar, cast
+
+import trio
 
 T = TypeVar("T")
 
@@ -57,3 +60,34 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
         else:
             leaves.append(current)
     return leaves
+
+
+# The real name of a class, even when a metaclass overrides ``__name__``: reading the slot
+# of ``type`` itself cannot run user code.
+_type_name: Any = type.__dict__["__name__"].__get__
+
+
+def type_name(value: object) -> str:
+    """The name of ``value``'s class, without running any code of that class."""
+    return cast(str, _type_name(type(value)))
+
+
+def safe_repr(value: object) -> str:
+    """``repr(value)``, or a placeholder naming its type when ``__repr__`` fails.
+
+    For error messages about values from user code: formatting the error must never raise
+    a second, unrelated error.
+    """
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type_name(value)} object (repr failed)>"
+    return str.__str__(text)  # repr() may return a str subclass: keep only the text
+
+
+def cancelled_here() -> bool:
+    """Whether the current task is inside an (unshielded) cancelled scope right now.
+
+    A ``trio.Cancelled`` raised while this is false belongs to no scope: it is stray.
+    """
+    return trio.current_effective_deadline() == -math.inf

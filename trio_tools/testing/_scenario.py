@@ -1,7 +1,8 @@
 """Scripted call scenarios and the pure model of what the registry must return for each.
 
 A :class:`Scenario` says where cancellation arrives, how, and what every pipeline stage does.
-:func:`expected_outcome` is the contract of DESIGN §4-§5 and §7 written as a small
+:func:`expected_outcome` is the registry's contract (the pipeline, its result codes, the
+precedence rules and the timeout policy) written as a small
 interpreter over those draws: it walks the stages in pipeline order keeping only what the
 contract talks about (which signals fired, in what order; whether an enclosing scope is
 cancelled; whether the body was invoked), and returns the one result the registry must
@@ -208,7 +209,8 @@ class Expectation:
 
 
 # ---------------------------------------------------------------------------------------
-# Expected results, built from DESIGN §5's table (not from the registry's helpers).
+# Expected results, built from the documented table of codes (not from the registry's
+# helpers).
 
 
 def _error(
@@ -398,8 +400,13 @@ class _Sim:
             return _aborted(self.body_invoked, self.body_contexts), True
 
     def overrides(self, result: ToolResult) -> ToolResult:
-        """Cancellation of the caller replaces only a non-error result, keeping its contexts."""
-        if result.is_error or not self.has_fired(frozenset({"caller"})):
+        """Cancellation of the caller replaces only a non-error result, keeping its contexts;
+        under ambient cancellation a non-error result re-raises it instead."""
+        if result.is_error:
+            return result
+        if self.ambient:
+            raise _Ambient
+        if not self.has_fired(frozenset({"caller"})):
             return result
         return _aborted(self.body_invoked, result.additional_contexts)
 
@@ -601,7 +608,7 @@ class _Sim:
 
 
 def expected_outcome(scenario: Scenario) -> Expectation:
-    """The outcome DESIGN §4-§5 and §7 require for ``scenario``: a pure function.
+    """The outcome the registry's contract requires for ``scenario``: a pure function.
 
     Precedence, as the model applies it: materialisation failure beats a pre-cancelled
     signal; a denial, a hook/guard/approver failure, a wrapper failure, a tool failure, a
@@ -609,7 +616,8 @@ def expected_outcome(scenario: Scenario) -> Expectation:
     cancellation, which replaces only a non-error result (keeping its contexts); cancelled
     before the body was invoked gives ``ABORTED_BEFORE_DISPATCH``, after gives ``ABORTED``.
     Ambient cancellation that reaches the registry publishes ``ABORTED`` /
-    ``ABORTED_BEFORE_DISPATCH`` (a ``NOT_JSON`` materialisation failure stays) and re-raises.
+    ``ABORTED_BEFORE_DISPATCH`` (a ``NOT_JSON`` materialisation failure stays) and re-raises;
+    so does a success that a stage returned after an enclosing scope was cancelled.
     ``finalize_content`` runs once for every call of a known tool, and a raise there turns
     any result into ``FINALIZE_FAILED``.
     """
