@@ -1014,7 +1014,10 @@ async def test_a_stream_cut_mid_arguments_gives_invalid_args(
     )
 
     assert [None, INVALID_ARGS] == [result.code for result in outcome.results]
-    assert "invalid arguments: " in outcome.results[1].text
+    assert (
+        "Error: invalid arguments: not valid JSON "
+        "(Expecting property name enclosed in double quotes at line 1 column 19)"
+    ) == outcome.results[1].text
 
 
 # -- the public surface ---------------------------------------------------------------------
