@@ -1022,7 +1022,6 @@ async def bench_journal(cfg: Config) -> None:
     source = CancelSource()
     signal = source.signal
     registry = plain_registry(safe=True)
-    size = cfg.batch
     one = [trio_tools.ToolCall("call", "noop", "{}")]
 
     with tempfile.TemporaryDirectory() as directory:
@@ -1040,23 +1039,7 @@ async def bench_journal(cfg: Config) -> None:
             if "P7" in cfg.only:
                 await journal_batch_goal(cfg, "P7", "SQLite", normal, 2.0)
             if "J2" in cfg.only:
-                n = max(1, min(cfg.calls, 2_000) // 2)
-                samples = await run_rounds(
-                    cfg,
-                    {
-                        "floor": batch_loop(trio_tools.MemoryJournal, size, one),
-                        "J2": batch_loop(normal, size, one),
-                        "J2 full": batch_loop(full, size, one),
-                    },
-                    n,
-                    min(cfg.chunk, n),
-                )
-
-                def added(name: str) -> float:
-                    return statistics.median(
-                        a - b
-                        for a, b in zip(samples.wall[name], samples.wall["floor"], strict=True)
-                    )
+                samples, added = await sequential_samples(cfg, {"J2": normal, "J2 full": full})
 
                 print(
                     f"J2 one sequential call, SQLite journal (normal) added {us(added('J2'))}/call "
@@ -1117,6 +1100,37 @@ async def bench_postgres_at(cfg: Config, conninfo: str) -> None:
         if check[1][-1].results != (OK_RESULT,):
             raise AssertionError(f"benchmark journal misbehaves: {check[1]!r}")
         await journal_batch_goal(cfg, "J3", "Postgres", journal, None)
+        samples, added = await sequential_samples(cfg, {"one": journal})
+        diag(
+            f"one sequential call: {us(samples.median('one'))}/call, added "
+            f"{us(added('one'))} over MemoryJournal ({us(samples.median('floor'))})"
+        )
+
+
+async def sequential_samples(
+    cfg: Config, journals: dict[str, Any]
+) -> tuple[Samples, Callable[[str], float]]:
+    """J2, J3: one call at a time on each journal and on a MemoryJournal ("floor").
+
+    Returns the samples and ``added(name)``: the median over rounds of the time a call on
+    that journal took beyond the floor's, in seconds.
+    """
+    one = [trio_tools.ToolCall("call", "noop", "{}")]
+    n = max(1, min(cfg.calls, 2_000) // 2)
+    loops = {name: batch_loop(journal, cfg.batch, one) for name, journal in journals.items()}
+    samples = await run_rounds(
+        cfg,
+        {"floor": batch_loop(trio_tools.MemoryJournal, cfg.batch, one), **loops},
+        n,
+        min(cfg.chunk, n),
+    )
+
+    def added(name: str) -> float:
+        return statistics.median(
+            a - b for a, b in zip(samples.wall[name], samples.wall["floor"], strict=True)
+        )
+
+    return samples, added
 
 
 async def journal_batch_goal(

@@ -107,7 +107,11 @@ async def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="session must be a non-empty str"):
         async with open_postgres_journal("dbname=x", session=""):
             pass
-    with pytest.raises(TypeError, match="conninfo must be a str"):
+    with pytest.raises(ValueError, match="conninfo is not a libpq connection string") as info:
+        async with open_postgres_journal("host=x password=sekrit nonsense", session="s"):
+            pass
+    assert "sekrit" not in str(info.value)
+    with pytest.raises(TypeError, match="conninfo must be a str, got bytes"):
         async with open_postgres_journal(b"dbname=x", session="s"):  # type: ignore[arg-type]
             pass
 

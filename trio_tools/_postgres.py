@@ -161,14 +161,8 @@ def _describe(where: str, session: str) -> str:
     return f"Postgres journal {where} (session {session!r})"
 
 
-def _where(conninfo: str) -> str:
-    """The database of ``conninfo`` for messages: never its password."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(conninfo)
-    except Exception:
-        return "(unparsable conninfo)"
+def _where(params: dict[str, Any]) -> str:
+    """The database of a parsed conninfo for messages: never its password."""
     dbname = params.get("dbname") or params.get("user") or "(default database)"
     host = params.get("host") or "(default host)"
     port = params.get("port")
@@ -227,16 +221,14 @@ def _migrate(conn: psycopg.Connection[Any], where: str) -> None:
             conn.execute("UPDATE trio_tools_journal_schema SET version = %s", (SCHEMA_VERSION,))
 
 
-def _open_store(conninfo: str, session: str) -> tuple[_PostgresStore, str]:
+def _open_store(conninfo: str, params: dict[str, Any], session: str) -> tuple[_PostgresStore, str]:
     """Connect, lock the session and migrate the schema; blocking (a worker thread)."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
 
-    where = _where(conninfo)
+    where = _where(params)
     timeout: dict[str, Any] = {}
-    with contextlib.suppress(psycopg.ProgrammingError):
-        if "connect_timeout" not in conninfo_to_dict(conninfo):
-            timeout["connect_timeout"] = _CONNECT_TIMEOUT
+    if "connect_timeout" not in params:
+        timeout["connect_timeout"] = _CONNECT_TIMEOUT
     try:
         conn = psycopg.connect(conninfo, autocommit=True, **timeout)
     except psycopg.Error as exc:
@@ -272,15 +264,16 @@ async def open_postgres_journal(conninfo: str, *, session: str) -> AsyncGenerato
 
     Raises:
         ImportError: psycopg is not installed (``pip install 'trio_tools[postgres]'``).
-        ValueError: ``session`` is not a non-empty ``str``; or the database holds a newer
-            journal schema version.
+        ValueError: ``session`` is not a non-empty ``str``, ``conninfo`` cannot be parsed;
+            or the database holds a newer journal schema version.
         TypeError: ``conninfo`` is not a ``str``.
         ConnectionError: the server cannot be reached or refuses the connection.
         RuntimeError: the session is already open for writing (in this or another
             process); or setting up the tables failed.
     """
     if not isinstance(conninfo, str):
-        raise TypeError(f"conninfo must be a str, got {conninfo!r}")
+        # Not repeated in the message: a conninfo may hold a password.
+        raise TypeError(f"conninfo must be a str, got {type(conninfo).__name__}")
     if not isinstance(session, str) or not session:
         raise ValueError(f"session must be a non-empty str, got {session!r}")
     try:
@@ -289,7 +282,16 @@ async def open_postgres_journal(conninfo: str, *, session: str) -> AsyncGenerato
         raise ImportError(
             "open_postgres_journal needs psycopg 3: pip install 'trio_tools[postgres]'"
         ) from exc
-    store, where = await trio.to_thread.run_sync(_open_store, conninfo, session)
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        raise ValueError(
+            "conninfo is not a libpq connection string or URL (it is not repeated here: it "
+            "may hold a password)"
+        ) from None
+    store, where = await trio.to_thread.run_sync(_open_store, conninfo, params, session)
     async with running_writer(
         store,
         name=f"trio_tools Postgres journal {session!r}",
