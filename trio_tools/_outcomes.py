@@ -95,6 +95,8 @@ def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
 
 def body_result(value: object) -> ToolResult:
     """Turn what a body returned into a candidate result."""
+    if type(value) is str:  # the usual case: one text block
+        return make_result((text_block(value),))
     content = _content_of(value)
     if content is not None:
         return make_result(content)

@@ -152,10 +152,16 @@ async def run_call(
                 finally:
                     if hooks is not None:
                         hooks.dispatch_settled()
-                result = await cancellation_overrides(run, result)
+                if not result.is_error:
+                    # Ambient cancellation swallowed by a stage re-raises here.
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    result = cancellation_overrides(run, result)
             # 6. Post-execute, then cancellation that arrived while it waited.
             if stages.post:
-                result = await cancellation_overrides(run, await post_execute(run, result))
+                result = await post_execute(run, result)
+                if not result.is_error:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    result = cancellation_overrides(run, result)
             candidate = result
         except FinalResult as final:
             candidate = final.result
@@ -407,16 +413,14 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     )
 
 
-async def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
-    """Cancellation replaces only a non-error result, keeping its contexts and halt.
+def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
+    """Cancellation replaces a non-error result, keeping its contexts and halt.
 
-    Ambient cancellation too: a success returned from under a cancelled enclosing scope
-    (a wrapper or hook swallowed that scope's ``trio.Cancelled``) re-raises
-    ``trio.Cancelled`` here, so ``execute`` publishes ``ABORTED*`` and propagates it.
+    Called for non-error results only, right after ``checkpoint_if_cancelled()``: ambient
+    cancellation too overrides a success returned from under a cancelled enclosing scope (a
+    wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
+    ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
     """
-    if result.is_error:
-        return result
-    await trio.lowlevel.checkpoint_if_cancelled()
     if not run.caller_signal.cancelled:
         return result
     return aborted(
