@@ -149,12 +149,6 @@ class AroundChain:
         self.args = args
         self.open = True
 
-    async def run_all(self) -> ToolResult:
-        try:
-            return await self.step(0)
-        finally:
-            self.open = False
-
     async def step(self, index: int) -> ToolResult:
         run = self.run
         # What the calling wrapper set for the span of its call_next(): restored when that

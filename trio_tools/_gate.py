@@ -19,6 +19,7 @@ from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
 from ._outcomes import FinalResult, denied
 from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted, exception_result, stray_or_raise
+from ._signal import _scope_reason
 from ._stages import Approver, Guard, PreExecuteHook, Stages
 from ._util import safe_repr
 
@@ -33,10 +34,23 @@ async def gate(run: _Run) -> ToolResult | None:
     hooks, guards, approver = stages.pre, stages.guards, stages.approver
     decided = False
     outcome: ToolResult | None = None
+    signal = run.caller_signal
+    key = -1
     try:
-        with run.caller_signal.open_scope():
-            outcome = await decide(run, run.execution(), hooks, guards, approver)
-            decided = True
+        # What `with signal.open_scope():` does, without its context-manager object: the
+        # scope is cancelled when the signal fires (already on entry if it has fired), and
+        # the listener goes before the scope exits.
+        with trio.CancelScope() as scope:
+            reason = signal._reason
+            if reason is not None:
+                scope.cancel(reason=_scope_reason(reason))
+            else:
+                key = signal._bind(scope)
+            try:
+                outcome = await decide(run, run.execution(), hooks, guards, approver)
+                decided = True
+            finally:
+                signal._listeners.pop(key, None)
     except Exception as exc:  # also a group left once the scope took its Cancelled
         raise FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
     except trio.Cancelled as exc:

@@ -270,8 +270,12 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
+    chain = AroundChain(wrappers, run, dispatch, args)
     try:
-        result = await AroundChain(wrappers, run, dispatch, args).run_all()
+        try:
+            result = await chain.step(0)
+        finally:
+            chain.open = False  # a call_next kept past the chain refuses to run
     except Exception as exc:
         raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
     except trio.Cancelled as exc:

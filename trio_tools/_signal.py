@@ -423,7 +423,12 @@ class _Link:
     ) -> None:
         """``code`` (with a finite ``deadline``) arms the deadline; ``timeout``, when given,
         is what the reason's message reports."""
-        self.signal: CancelSignal = CancelSignal._create()
+        # What ``CancelSignal._create()`` does, without the metaclass call: every timed
+        # call and every fusion makes one.
+        signal = object.__new__(CancelSignal)
+        signal._reason = None
+        signal._listeners = {}
+        self.signal: CancelSignal = signal
         self._deadline = deadline
         self._code = code
         self._timeout = timeout
