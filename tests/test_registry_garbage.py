@@ -103,15 +103,22 @@ def build(*, staged: bool) -> ToolRegistry:
 
 @contextmanager
 def collector_off() -> Iterator[Callable[[], collections.Counter[str]]]:
-    """Disable the collector; the callable collects and counts what only it could free."""
+    """Disable the collector; the callable collects and counts what only it could free.
+
+    Only objects made inside the block count: an object an earlier test left alive (a
+    library's cache may drop its last reference at any moment) is not the calls' garbage.
+    """
     gc.collect()
     gc.disable()
+    before = {id(obj) for obj in gc.get_objects()}
 
     def garbage() -> collections.Counter[str]:
         gc.set_debug(gc.DEBUG_SAVEALL)
         try:
             gc.collect()
-            found = collections.Counter(type(obj).__qualname__ for obj in gc.garbage)
+            found = collections.Counter(
+                type(obj).__qualname__ for obj in gc.garbage if id(obj) not in before
+            )
         finally:
             gc.garbage.clear()
             gc.set_debug(0)
