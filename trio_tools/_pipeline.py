@@ -25,6 +25,7 @@ import trio
 
 from ._chains import AroundChain, accepted, run_chain
 from ._decisions import Accept, Block
+from ._derived import _Link
 from ._execution import ToolExecution, ToolExecutionInput, ToolRunContext, _Run, run_context
 from ._gate import gate
 from ._json import NotJSONError
@@ -55,7 +56,6 @@ from ._results import (
     replace_result,
     stray_or_raise,
 )
-from ._signal import _Link
 from ._stages import (
     AroundWrapper,
     PostExecuteHook,

@@ -28,10 +28,11 @@ from .._decisions import (
     PostDecision,
     PreDecision,
 )
+from .._derived import open_signal
 from .._execution import ToolDispatchExecution, ToolExecution, ToolExecutionInput, ToolRunContext
 from .._registry import Registration, ToolRegistry
 from .._results import ContentBlock, TextBlock, ToolResult
-from .._signal import CancelSignal, CancelSource, open_signal
+from .._signal import CancelSignal, CancelSource
 from .._timeout import timeout_policy
 from .._tool import ToolDefinition
 from ._scenario import (
