@@ -25,7 +25,7 @@ import trio
 
 from ._chains import AroundChain, accepted, run_chain
 from ._decisions import Accept, Block
-from ._derived import _Link
+from ._derived import _Link, follows
 from ._execution import ToolExecution, ToolExecutionInput, ToolRunContext, _Run, run_context
 from ._gate import gate
 from ._json import NotJSONError
@@ -62,6 +62,7 @@ from ._stages import (
     ResultObserver,
     Stages,
 )
+from ._timeout import TimeoutPolicy, run_timed
 from ._tool import FinalizeContent, ToolDefinition, parse_arguments
 from ._util import logger, safe_repr
 
@@ -270,12 +271,20 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = AroundChain(wrappers, run, dispatch, args)
+    if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
+        # The timeout policy alone (a timed tool, no wrapper of the user's) needs neither
+        # the chain's view nor a call_next: it runs straight around dispatch.
+        chain = None
+        awaitable = run_timed(run, dispatch, run, args)
+    else:
+        chain = AroundChain(wrappers, run, dispatch, args)
+        awaitable = chain.step(0)
     try:
         try:
-            result = await chain.step(0)
+            result = await awaitable
         finally:
-            chain.open = False  # a call_next kept past the chain refuses to run
+            if chain is not None:
+                chain.open = False  # a call_next kept past the chain refuses to run
     except Exception as exc:
         raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
     except trio.Cancelled as exc:
@@ -290,15 +299,19 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """The end of the around-execute chain: run the body to quiescence.
 
     Fuses the caller's signal (captured at entry) with the wrapper's current
-    ``exec.signal`` (the same object: no fusion), runs the body in a per-call nursery
-    inside the fused signal's scope, removes the fusion's listeners and restores
-    ``exec.signal`` to the wrapper's value.
+    ``exec.signal`` (no fusion when that is the caller's signal or a signal derived from
+    it, such as the timeout policy's: it already fires whenever the caller's does), runs
+    the body in a per-call nursery inside the fused signal's scope, removes the fusion's
+    listeners and restores ``exec.signal`` to the wrapper's value.
     """
     definition = run.definition
     assert definition is not None
     wrapper_signal = run.dispatch_signal
+    caller_signal = run.caller_signal
     link = (
-        None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
+        None
+        if wrapper_signal is caller_signal or follows(wrapper_signal, caller_signal)
+        else _Link((caller_signal, wrapper_signal))
     )
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
