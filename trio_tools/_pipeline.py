@@ -18,8 +18,8 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import trio
 
@@ -97,18 +97,36 @@ class _CallHooks(Protocol):
         cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
 
 
-async def run_call(
-    tools: Mapping[str, ToolDefinition[Any]],
-    stages: Stages,
-    input: ToolExecutionInput,
-    hooks: _CallHooks | None,
-) -> ToolResult:
-    """:meth:`execute`, plus the batch scheduler's private hooks (see :class:`_CallHooks`).
+class _Pipelined(Protocol):
+    """What the pipeline reads of a registry: its tools and its current stage snapshot."""
 
-    ``execute`` passes ``None``: one check per hook point.
+    _tools: Mapping[str, ToolDefinition[Any]]
+    _stages: Stages
+
+
+async def run_call(
+    registry: _Pipelined, input: ToolExecutionInput, _hooks: _CallHooks | None = None
+) -> ToolResult:
+    """Run one tool call through the pipeline and return its one frozen result.
+
+    This is ``ToolRegistry.execute`` itself (no coroutine layer in between); the batch
+    scheduler passes its private ``_hooks`` (see :class:`_CallHooks`), ``execute`` none.
+
+    The same result object is published to every result observer first.  Cancellation of
+    ``input.signal`` never raises: it becomes ``ABORTED`` (the body was invoked) or
+    ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a body that ignores its
+    signal keeps this call pending.
+
+    Raises:
+        trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the result
+            was published before re-raising.
+        BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
+            publication.
     """
+    stages = registry._stages
+    hooks = _hooks  # underscored above: not part of `execute`'s public signature
     # 1. Entry (synchronous): token, fields read once, definition, materialisation.
-    run, finalize = enter(tools, stages, input)
+    run, finalize = enter(registry._tools, stages, input)
     run.hooks = hooks
     instruments = stages.instruments
     view: ToolExecution | None = None  # set when the call has instruments
@@ -128,7 +146,7 @@ async def run_call(
             # runs (not even post-execute).
             if run.decided is not None:
                 raise FinalResult(run.decided)
-            if run.caller_signal.cancelled:
+            if run.caller_signal._reason is not None:  # `.cancelled`, without the call
                 raise FinalResult(aborted(body_invoked=False))
             # 3. Unknown tool / invalid arguments skip straight to post-execute.
             args, result = resolve(run)
@@ -296,6 +314,9 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """
     definition = run.definition
     assert definition is not None
+    # The body as the definition adapted it; awaited below unless it is sync.  (An `Any`
+    # local rather than a run-time `cast`, which is a function call on every dispatch.)
+    call: Any = definition._call
     wrapper_signal = run.dispatch_signal
     link = (
         None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
@@ -305,11 +326,11 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     value: object = None
     key = -1
     try:
-        if fused.cancelled:
+        if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
         hooks: _CallHooks | None = run.hooks
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
-        if hooks is not None and (not await hooks.dispatching() or fused.cancelled):
+        if hooks is not None and (not await hooks.dispatching() or fused._reason is not None):
             return aborted(body_invoked=False)
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
@@ -332,7 +353,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                         limiter=run.stages.thread_limiter,
                     )
                 else:
-                    value = await cast("Awaitable[object]", definition._call(args, ctx))
+                    value = await call(args, ctx)
             except trio.Cancelled as exc:
                 # The nursery's own scope would catch this (it is the innermost
                 # cancelled one); catching it here saves building an exception group.
@@ -361,7 +382,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
             del failure
     # The scope is cancelled only by the fused signal, so this also covers a body that
     # was interrupted by it (and one that returned after it fired).
-    if fused.cancelled:
+    if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         return aborted(body_invoked=True, additional_contexts=contexts)
     try:
@@ -425,7 +446,7 @@ def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
     wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
     ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
     """
-    if not run.caller_signal.cancelled:
+    if run.caller_signal._reason is None:
         return result
     return aborted(
         body_invoked=run.body_invoked,
