@@ -17,11 +17,13 @@ from ._decisions import Block as Block
 from ._decisions import Deny as Deny
 from ._decisions import PostDecision as PostDecision
 from ._decisions import PreDecision as PreDecision
-from ._execution import ExecutionToken as ExecutionToken
+from ._execution import ToolDefinition as ToolDefinition
 from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
-from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._execution import ToolSchema as ToolSchema
+from ._input import ExecutionToken as ExecutionToken
+from ._input import ToolExecutionInput as ToolExecutionInput
 from ._instrument import Instrument as Instrument
 from ._journal import BatchRecord as BatchRecord
 from ._postgres import PostgresJournal as PostgresJournal
@@ -70,8 +72,6 @@ from ._signal import open_signal as open_signal
 from ._sqlite import SqliteJournal as SqliteJournal
 from ._sqlite import open_sqlite_journal as open_sqlite_journal
 from ._timeout import timeout_policy as timeout_policy
-from ._tool import ToolDefinition as ToolDefinition
-from ._tool import ToolSchema as ToolSchema
 from ._tool import define_tool as define_tool
 from ._util import fix_module as _fix_module
 

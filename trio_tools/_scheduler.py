@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol, final
 import attrs
 import trio
 
-from ._execution import ToolExecutionInput
+from ._input import ToolExecutionInput
 from ._json import JSONText
 from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted

@@ -13,7 +13,7 @@ import trio
 from ._execution import ToolDispatchExecution
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
 from ._signal import CancelSignal, _Link
-from ._tool import check_timeout_value
+from ._util import check_timeout_value
 
 if TYPE_CHECKING:
     from ._stages import AroundWrapper
