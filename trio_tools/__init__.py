@@ -17,6 +17,7 @@ from ._decisions import Block as Block
 from ._decisions import Deny as Deny
 from ._decisions import PostDecision as PostDecision
 from ._decisions import PreDecision as PreDecision
+from ._derived import open_signal as open_signal
 from ._execution import ToolDefinition as ToolDefinition
 from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
@@ -68,7 +69,6 @@ from ._sigint import open_sigint_cancel as open_sigint_cancel
 from ._signal import CancelReason as CancelReason
 from ._signal import CancelSignal as CancelSignal
 from ._signal import CancelSource as CancelSource
-from ._signal import open_signal as open_signal
 from ._sqlite import SqliteJournal as SqliteJournal
 from ._sqlite import open_sqlite_journal as open_sqlite_journal
 from ._timeout import timeout_policy as timeout_policy

@@ -26,6 +26,7 @@ import trio
 from ._arguments import parse_arguments
 from ._chains import AroundChain, accepted, run_chain
 from ._decisions import Accept, Block
+from ._derived import _Link
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
@@ -64,7 +65,6 @@ from ._results import (
     replace_result,
     stray_or_raise,
 )
-from ._signal import _Link
 from ._stages import (
     AroundWrapper,
     PostExecuteHook,
