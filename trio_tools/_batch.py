@@ -24,7 +24,7 @@ from typing import final
 import trio
 
 from ._calls import BatchOutcome, ToolCall
-from ._execution import ToolExecutionInput
+from ._input import ToolExecutionInput
 from ._json import JSONText
 from ._registry import ToolRegistry
 from ._results import ToolResult, aborted
