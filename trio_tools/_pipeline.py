@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
@@ -67,6 +67,8 @@ from ._results import (
 )
 from ._stages import (
     AroundWrapper,
+    CallHooks,
+    Pipelined,
     PostExecuteHook,
     ResultObserver,
     Stages,
@@ -76,50 +78,12 @@ from ._util import logger, safe_repr
 _NOT_STARTED = object()  # the instruments' state until they have started
 
 
-class _CallHooks(Protocol):
-    """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
-
-    def gate_passed(self) -> None:
-        """The gate allowed the call; called right before the around-execute chain.
-
-        The scheduler starts the next call only then (or once this call settled), so gates
-        run one at a time in model order while each call dispatches right after its gate.
-        """
-
-    async def dispatching(self) -> bool:
-        """The body is about to be invoked: the last step before it, awaited.
-
-        The scheduler writes its write-ahead dispatch marker here.  ``False`` means the
-        write failed (the scheduler has recorded that internal failure): the body is not
-        invoked and the call ends ``ABORTED_BEFORE_DISPATCH``.  The signal is checked again
-        afterwards: if it fired meanwhile, the body is not invoked either.
-        """
-        ...
-
-    def dispatch_settled(self) -> None:
-        """The around-execute chain (and so the body) settled, before post-execute: this
-        frees the call's pool slot."""
-
-    def published(self, result: ToolResult) -> None:
-        """The call's one final result, also when ``execute`` is about to raise (ambient
-        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
-
-
-class _Pipelined(Protocol):
-    """What the pipeline reads of a registry: its tools and its current stage snapshot."""
-
-    _tools: Mapping[str, ToolDefinition[Any]]
-    _stages: Stages
-
-
 async def run_call(
-    registry: _Pipelined, input: ToolExecutionInput, _hooks: _CallHooks | None = None
+    registry: Pipelined, input: ToolExecutionInput, _hooks: CallHooks | None = None
 ) -> ToolResult:
     """Run one tool call through the pipeline and return its one frozen result.
 
-    This is ``ToolRegistry.execute`` itself (no coroutine layer in between); the batch
-    scheduler passes its private ``_hooks`` (see :class:`_CallHooks`), ``execute`` none.
-
+    (This is ``ToolRegistry.execute`` itself; only the batch scheduler passes ``_hooks``.)
     The same result object is published to every result observer first.  Cancellation of
     ``input.signal`` never raises: it becomes ``ABORTED`` (the body was invoked) or
     ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a body that ignores its
@@ -132,7 +96,7 @@ async def run_call(
             publication.
     """
     stages = registry._stages
-    hooks = _hooks  # underscored above: not part of `execute`'s public signature
+    hooks = _hooks  # underscored: not part of `execute`'s public signature
     # 1. Entry (synchronous): token, fields read once, definition, materialisation.
     run, finalize = enter(registry._tools, stages, input)
     run.hooks = hooks
@@ -322,9 +286,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """
     definition = run.definition
     assert definition is not None
-    # The body as the definition adapted it; awaited below unless it is sync.  (An `Any`
-    # local rather than a run-time `cast`, which is a function call on every dispatch.)
-    call: Any = definition._call
+    call: Any = definition._call  # awaited below unless sync (no run-time `cast` call)
     wrapper_signal = run.dispatch_signal
     link = (
         None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
@@ -336,7 +298,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
-        hooks: _CallHooks | None = run.hooks
+        hooks: CallHooks | None = run.hooks
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if hooks is not None and (not await hooks.dispatching() or fused._reason is not None):
             return aborted(body_invoked=False)

@@ -23,11 +23,12 @@ from ._input import ToolExecutionInput
 from ._instrument import Instrument, Instruments, check_instrument
 from ._json import NotJSONError
 from ._outcomes import materialise
-from ._pipeline import _CallHooks, report_synthetic, run_call
+from ._pipeline import report_synthetic, run_call
 from ._results import ToolResult
 from ._stages import (
     Approver,
     AroundWrapper,
+    CallHooks,
     Guard,
     PostExecuteHook,
     PreExecuteHook,
@@ -353,7 +354,7 @@ class ToolRegistry:
             """
             ...
 
-        async def _execute(self, input: ToolExecutionInput, hooks: _CallHooks | None) -> ToolResult:
+        async def _execute(self, input: ToolExecutionInput, hooks: CallHooks | None) -> ToolResult:
             """:meth:`execute`, plus the batch scheduler's private hooks."""
             ...
 
