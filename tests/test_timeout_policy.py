@@ -42,7 +42,7 @@ from trio_tools import (
     open_signal,
     timeout_policy,
 )
-from trio_tools._signal import _timer_service
+from trio_tools._timers import timer_service
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "timeouts.py"
 
@@ -408,7 +408,7 @@ async def test_callers_own_deadline_over_many_timed_calls_is_aborted_not_timeout
     assert results == [aborted] * 200
     assert trio.current_time() == 1
     await trio.sleep(100)  # past every cancelled timer's deadline
-    service = _timer_service.get()
+    service = timer_service.get()
     assert (len(service._heap), service._inactive) == (0, 0)
     assert source.signal.statistics().listeners == 0
 
@@ -545,7 +545,7 @@ async def test_deadline_timers_of_calls_that_finished_in_time_are_compacted(
         result = await registry.execute(_call(source.signal, call_id=f"call-{i}"))
         assert result == ToolResult(content=(TextBlock("done"),))
 
-    heap = _timer_service.get()._heap
+    heap = timer_service.get()._heap
     # Compaction runs once more than 64 cancelled timers make up over half the heap; with
     # no timer left active, at most 64 dead entries may wait there.
     assert len(heap) <= 64

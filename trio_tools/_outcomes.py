@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import trio
 
-from ._execution import _Run
+from ._execution import FinalizeContent, _Run
 from ._json import JSONText, NestingTooDeepError, NotJSONError, freeze, to_compact_json
 from ._results import (
     DENIED,
@@ -39,7 +39,6 @@ from ._results import (
     replace_result,
     text_block,
 )
-from ._tool import FinalizeContent
 from ._util import leaf_exceptions, safe_repr
 
 

@@ -23,10 +23,20 @@ from typing import Any, Protocol, cast
 
 import trio
 
+from ._arguments import parse_arguments
 from ._chains import AroundChain, accepted, run_chain
 from ._decisions import Accept, Block
-from ._execution import ToolExecution, ToolExecutionInput, ToolRunContext, _Run, run_context
+from ._derived import _Link
+from ._execution import (
+    FinalizeContent,
+    ToolDefinition,
+    ToolExecution,
+    ToolRunContext,
+    _Run,
+    run_context,
+)
 from ._gate import gate
+from ._input import ToolExecutionInput
 from ._json import NotJSONError
 from ._outcomes import (
     FinalResult,
@@ -55,14 +65,12 @@ from ._results import (
     replace_result,
     stray_or_raise,
 )
-from ._signal import _Link
 from ._stages import (
     AroundWrapper,
     PostExecuteHook,
     ResultObserver,
     Stages,
 )
-from ._tool import FinalizeContent, ToolDefinition, parse_arguments
 from ._util import cancelled_here, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -259,7 +267,7 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
         )
-    args, violations = parse_arguments(definition, run.arguments)
+    args, violations = parse_arguments(definition.args, run.arguments)
     if violations:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"

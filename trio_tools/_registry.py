@@ -17,7 +17,9 @@ from typing import Any, Literal, TypeVar, final, overload
 
 import trio
 
-from ._execution import ToolExecutionInput
+from ._arguments import parse_arguments
+from ._execution import FinalizeContent, Timeout, ToolBody, ToolDefinition, ToolSchema
+from ._input import ToolExecutionInput
 from ._instrument import Instrument, Instruments, check_instrument
 from ._json import NotJSONError
 from ._outcomes import materialise
@@ -35,18 +37,7 @@ from ._stages import (
     Stages,
 )
 from ._timeout import TimeoutPolicy, is_timeout_policy
-from ._tool import (
-    FinalizeContent,
-    JSONFirstBody,
-    RawBody,
-    Timeout,
-    ToolBody,
-    ToolDefinition,
-    ToolSchema,
-    _ToolDecorator,
-    define_tool,
-    parse_arguments,
-)
+from ._tool import JSONFirstBody, RawBody, _ToolDecorator, define_tool
 from ._util import logger
 
 __all__ = [
@@ -279,7 +270,7 @@ class ToolRegistry:
             arguments, text_error = materialise(input.arguments)
             if text_error is not None:
                 return "exclusive"
-            value, violations = parse_arguments(definition, arguments)
+            value, violations = parse_arguments(definition.args, arguments)
             if violations:
                 return "exclusive"
             return "parallel" if flag(value) is True else "exclusive"

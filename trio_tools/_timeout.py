@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._derived import _Link
 from ._execution import ToolDispatchExecution
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
-from ._signal import CancelSignal, _Link
-from ._tool import check_timeout_value
+from ._signal import CancelSignal
+from ._util import check_timeout_value
 
 if TYPE_CHECKING:
     from ._stages import AroundWrapper

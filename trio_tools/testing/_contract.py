@@ -22,10 +22,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from .._decisions import PostDecision, PreDecision
-from .._execution import ToolDispatchExecution, ToolExecution, ToolExecutionInput
+from .._derived import open_signal
+from .._execution import ToolDispatchExecution, ToolExecution
+from .._input import ToolExecutionInput
 from .._registry import ToolRegistry
 from .._results import NOT_JSON, TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, ToolResult
-from .._signal import CancelSource, open_signal
+from .._signal import CancelSource
 
 __all__ = [
     "CallPlan",
