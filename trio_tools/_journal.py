@@ -18,9 +18,9 @@ from typing import Generic, TypeVar, final
 import attrs
 import trio
 
+from ._calls import BatchOutcome, ToolCall
 from ._json import from_json_text, to_compact_json
 from ._results import Halt, ToolResult, aborted
-from ._scheduler import BatchOutcome, ToolCall
 from ._store import RECOVERED, Store, StoredBatch, StoredCall
 from ._writer import Writer
 
