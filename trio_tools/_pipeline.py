@@ -35,6 +35,7 @@ from ._execution import (
     _Run,
     run_context,
 )
+from ._failures import exception_result, stray_or_raise
 from ._gate import gate
 from ._input import ToolExecutionInput
 from ._json import NotJSONError
@@ -60,10 +61,8 @@ from ._results import (
     ToolResult,
     aborted,
     error_result,
-    exception_result,
     make_result,
     replace_result,
-    stray_or_raise,
 )
 from ._stages import (
     AroundWrapper,
