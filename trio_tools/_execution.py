@@ -25,8 +25,9 @@ import trio
 
 from ._arguments import freeze_schema, schema_for
 from ._body import SIGNATURE_CONTEXT, check_class_body, is_async_body, keyword_call
+from ._failures import stray_or_raise
 from ._input import ExecutionToken
-from ._results import AdditionalContext, ContentBlock, Halt, ToolResult, stray_or_raise
+from ._results import AdditionalContext, ContentBlock, Halt, ToolResult
 from ._signal import CancelSignal
 from ._util import NoPublicConstructor, check_timeout_value, logger
 

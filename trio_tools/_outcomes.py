@@ -18,6 +18,7 @@ from typing import Any, cast
 import trio
 
 from ._execution import FinalizeContent, _Run
+from ._failures import StrayCancelled, exception_result, failures_result
 from ._json import JSONText, NestingTooDeepError, NotJSONError, freeze, to_compact_json
 from ._results import (
     DENIED,
@@ -27,14 +28,11 @@ from ._results import (
     AdditionalContext,
     ContentBlock,
     ImageBlock,
-    StrayCancelled,
     TextBlock,
     ToolOutput,
     ToolResult,
     _content,
     error_result,
-    exception_result,
-    failures_result,
     make_result,
     replace_result,
     text_block,
