@@ -5,6 +5,8 @@ binds it onto Trio cancel scopes, awaits started work to quiescence, and returns
 frozen :class:`ToolResult` per call, whose code says whether the body ran.
 """
 
+from ._calls import BatchOutcome as BatchOutcome
+from ._calls import ToolCall as ToolCall
 from ._command import CommandResult as CommandResult
 from ._command import run_command as run_command
 from ._console import console_approver as console_approver
@@ -18,11 +20,13 @@ from ._decisions import Deny as Deny
 from ._decisions import PostDecision as PostDecision
 from ._decisions import PreDecision as PreDecision
 from ._derived import open_signal as open_signal
-from ._execution import ExecutionToken as ExecutionToken
+from ._execution import ToolDefinition as ToolDefinition
 from ._execution import ToolDispatchExecution as ToolDispatchExecution
 from ._execution import ToolExecution as ToolExecution
-from ._execution import ToolExecutionInput as ToolExecutionInput
 from ._execution import ToolRunContext as ToolRunContext
+from ._execution import ToolSchema as ToolSchema
+from ._input import ExecutionToken as ExecutionToken
+from ._input import ToolExecutionInput as ToolExecutionInput
 from ._instrument import Instrument as Instrument
 from ._journal import BatchRecord as BatchRecord
 from ._postgres import PostgresJournal as PostgresJournal
@@ -56,12 +60,6 @@ from ._results import ImageBlock as ImageBlock
 from ._results import TextBlock as TextBlock
 from ._results import ToolOutput as ToolOutput
 from ._results import ToolResult as ToolResult
-from ._scheduler import BatchOutcome as BatchOutcome
-from ._scheduler import DurableJournal as DurableJournal
-from ._scheduler import Journal as Journal
-from ._scheduler import JournalEvent as JournalEvent
-from ._scheduler import MemoryJournal as MemoryJournal
-from ._scheduler import ToolCall as ToolCall
 from ._scheduler import run_tool_calls as run_tool_calls
 from ._sigint import open_sigint_cancel as open_sigint_cancel
 from ._signal import CancelReason as CancelReason
@@ -70,9 +68,11 @@ from ._signal import CancelSource as CancelSource
 from ._sqlite import SqliteJournal as SqliteJournal
 from ._sqlite import open_sqlite_journal as open_sqlite_journal
 from ._timeout import timeout_policy as timeout_policy
-from ._tool import ToolDefinition as ToolDefinition
-from ._tool import ToolSchema as ToolSchema
 from ._tool import define_tool as define_tool
+from ._transcript import DurableJournal as DurableJournal
+from ._transcript import Journal as Journal
+from ._transcript import JournalEvent as JournalEvent
+from ._transcript import MemoryJournal as MemoryJournal
 from ._util import fix_module as _fix_module
 
 __all__ = [

@@ -1,9 +1,13 @@
-"""A call's input, its identity token, and the stage-specific views of the running call.
+"""A tool's definition, the private state of one call to it, and the views each stage gets.
 
 The registry keeps one private, mutable :class:`_Run` per call.  Each pipeline stage gets a
 view of it that exposes only the mutability that stage needs: :class:`ToolExecution` is
 read-only, :class:`ToolDispatchExecution` (around-execute wrappers only) can replace the
 signal, and :class:`ToolRunContext` (the body) adds the body's own capabilities.
+
+:class:`ToolDefinition` lives here too because it and the views refer to each other: a body
+takes a ``ToolRunContext``, and every view exposes the call's ``ToolDefinition``.  Defining
+a tool (``define_tool``) and parsing its arguments live in modules above and below.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -13,76 +17,32 @@ signal, and :class:`ToolRunContext` (the body) adds the body's own capabilities.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar, final
 
 import attrs
 import trio
 
-from ._results import AdditionalContext, Halt, ToolResult, stray_or_raise
+from ._arguments import freeze_schema, schema_for
+from ._body import SIGNATURE_CONTEXT, check_class_body, is_async_body, keyword_call
+from ._failures import stray_or_raise
+from ._input import ExecutionToken
+from ._results import AdditionalContext, ContentBlock, Halt, ToolResult
 from ._signal import CancelSignal
-from ._util import NoPublicConstructor, logger
-
-if TYPE_CHECKING:
-    from ._tool import ToolDefinition
+from ._util import NoPublicConstructor, check_timeout_value, logger
 
 __all__ = [
-    "ExecutionToken",
+    "FinalizeContent",
+    "Timeout",
+    "ToolBody",
+    "ToolDefinition",
     "ToolDispatchExecution",
     "ToolExecution",
-    "ToolExecutionInput",
     "ToolRunContext",
+    "ToolSchema",
 ]
 
-
-@final
-class ExecutionToken(metaclass=NoPublicConstructor):
-    """The opaque identity of one tool call, fresh per call and compared by identity.
-
-    Pass a running call's ``ctx.token`` as ``parent=`` of a nested call's input.
-    """
-
-    __slots__ = ("__weakref__", "_call_id")
-
-    def __init__(self, call_id: str) -> None:
-        self._call_id = call_id
-
-    def __repr__(self) -> str:
-        return f"<trio_tools.ExecutionToken for call {self._call_id!r} at {id(self):#x}>"
-
-
-@final
-@attrs.frozen(kw_only=True)
-class ToolExecutionInput:
-    """One tool call as the caller asks for it.
-
-    ``signal`` is required: the caller owns the call's lifetime, and there is no default.
-    ``arguments`` is a JSON-like value; the registry takes a frozen snapshot of it at entry
-    and never mutates it.  ``agent`` is an opaque owner; ``parent`` is the token of the
-    enclosing call for nested dispatch; ``on_progress`` receives ``ctx.report_progress``
-    values while the body runs.
-    """
-
-    call_id: str
-    name: str
-    arguments: object
-    signal: CancelSignal
-    agent: object | None = None
-    parent: ExecutionToken | None = None
-    on_progress: Callable[[object], None] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        # One check function rather than a validator per field: every tool call builds an
-        # input, and this keeps construction cheap.  The signal is deliberately not checked
-        # at run time: the type checker owns that contract.
-        if type(self.call_id) is not str:
-            raise TypeError(f"call_id must be a str, got {self.call_id!r}")
-        if type(self.name) is not str:
-            raise TypeError(f"name must be a str, got {self.name!r}")
-        if self.parent is not None and type(self.parent) is not ExecutionToken:
-            raise TypeError(f"parent must be an ExecutionToken or None, got {self.parent!r}")
-        if self.on_progress is not None and not callable(self.on_progress):
-            raise TypeError(f"on_progress must be callable or None, got {self.on_progress!r}")
+ArgsT = TypeVar("ArgsT")
 
 
 class _Run:
@@ -146,7 +106,7 @@ class _Run:
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ``_pipeline.enter``).
         self.stages: Any = None
-        # The batch scheduler's private per-call hooks (``_pipeline._CallHooks``), if any.
+        # The batch scheduler's private per-call hooks (``_stages.CallHooks``), if any.
         self.hooks: Any = None
 
     @property
@@ -401,3 +361,108 @@ def run_context(run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> ToolR
     ctx._signal = signal
     ctx._nursery = nursery
     return ctx
+
+
+# ---------------------------------------------------------------------------------------
+# The tool definition
+
+ToolBody = Callable[[ArgsT, ToolRunContext], object]
+"""A class-style body, ``async def body(args, ctx)`` or ``def body(args, ctx)``."""
+
+Timeout = float | Callable[[ArgsT], float | None] | None
+"""Seconds, or a callable of the parsed arguments giving seconds (or ``None``)."""
+
+FinalizeContent = Callable[[ToolExecution, ToolResult], Sequence[ContentBlock] | None]
+"""``finalize_content(exec, result) -> blocks | None``: synchronous, content-only."""
+
+
+def _check_timeout(_instance: object, _attribute: object, value: Any) -> None:
+    if not callable(value):
+        check_timeout_value(value)
+
+
+def _check_flag(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool) and not callable(value):
+        raise TypeError(f"{attribute.name} must be a bool or a callable, got {value!r}")
+
+
+def _check_name(_instance: object, _attribute: object, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"a tool name must be a non-empty str, got {value!r}")
+
+
+def _check_callable(_instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"{attribute.name} must be callable, got {value!r}")
+
+
+def _generated_parameters(self: Any) -> Mapping[str, object]:
+    # attrs sets fields in order, so ``args`` is already set.
+    return schema_for(self.args)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolSchema:
+    """What the model sees of a tool: ``name``, ``description`` and ``parameters``."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, object]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ToolDefinition(Generic[ArgsT]):
+    """A tool: its name, description, argument type and schema, body and policy knobs.
+
+    Usually made with :func:`define_tool`.  Constructed directly, the body is called as
+    ``execute(args, ctx)`` with the arguments parsed into ``args`` (``args=None``: the frozen
+    raw arguments, nothing validated), and ``parameters`` may be a hand-written JSON Schema.
+    A body that is not a coroutine function runs in a worker thread.
+
+    ``timeout`` is seconds or a callable of the parsed arguments; ``requires_approval`` and
+    ``concurrency_safe`` are a ``bool`` or a callable of the parsed arguments.
+
+    Raises:
+        ValueError: an empty name, or a ``timeout`` that is not a positive finite number.
+        TypeError: a non-callable ``execute`` / ``finalize_content``, a body that cannot take
+            ``(args, ctx)``, an unsupported ``args`` type, or ``parameters`` that are not a
+            JSON object.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    execute: ToolBody[ArgsT] = attrs.field(validator=_check_callable)
+    description: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    args: type[ArgsT] | None = None
+    parameters: Mapping[str, object] = attrs.field(
+        default=attrs.Factory(_generated_parameters, takes_self=True), converter=freeze_schema
+    )
+    timeout: Timeout[ArgsT] = attrs.field(default=None, validator=_check_timeout)
+    concurrency_safe: bool | Callable[[ArgsT], bool] = attrs.field(
+        default=False, validator=_check_flag
+    )
+    requires_approval: bool | Callable[[ArgsT], bool] = attrs.field(
+        default=False, validator=_check_flag
+    )
+    finalize_content: FinalizeContent | None = attrs.field(default=None, validator=_check_callable)
+    # Per-definition, so that no call pays for it: how dispatch calls the body.
+    _call: Callable[[Any, ToolRunContext], object] = attrs.field(init=False, eq=False, repr=False)
+    _sync: bool = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        fn: Callable[..., object] = self.execute
+        sync = not is_async_body(fn)
+        args = self.args
+        context = None if args is None else getattr(args, SIGNATURE_CONTEXT, None)
+        if isinstance(context, str):
+            call = keyword_call(fn, context)
+        else:
+            check_class_body(fn, self.name)
+            call = fn
+        object.__setattr__(self, "_call", call)
+        object.__setattr__(self, "_sync", sync)
+
+    def schema(self) -> ToolSchema:
+        """The model-facing schema (never callbacks, timeout or concurrency flags)."""
+        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)

@@ -17,8 +17,9 @@ import trio
 from ._chains import ApprovalEnd, allowed, run_chain
 from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
+from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult, denied
-from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted, exception_result, stray_or_raise
+from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted
 from ._signal import _scope_reason
 from ._stages import Approver, Guard, PreExecuteHook, Stages
 from ._util import safe_repr

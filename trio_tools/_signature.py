@@ -19,31 +19,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import inspect
 import re
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any, TypeGuard, cast
+from typing import Annotated, Any, cast
 
 import attrs
 import msgspec
 
+from ._body import SIGNATURE_CONTEXT, check_class_style, is_partial
 from ._execution import ToolRunContext
 
-__all__ = [
-    "SIGNATURE_CONTEXT",
-    "Style",
-    "analyse_body",
-    "check_class_body",
-    "is_async_body",
-    "is_partial",
-    "split_docstring",
-]
-
-SIGNATURE_CONTEXT = "__trio_tools_context__"
-"""Class attribute of a generated signature ``Struct``: the name of the body's context
-parameter, or ``""`` when it takes none.  Its presence marks a signature tool."""
+__all__ = ["Style", "analyse_body", "split_docstring"]
 
 _EMPTY = inspect.Parameter.empty
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -61,33 +49,6 @@ class Style:
 
     args: type[Any] | None
     signature: bool
-
-
-def is_partial(fn: object) -> TypeGuard[functools.partial[Any]]:
-    """Whether ``fn`` is a ``functools.partial`` (typed for its ``func`` and ``keywords``)."""
-    return isinstance(fn, functools.partial)
-
-
-def is_async_body(fn: Callable[..., object]) -> bool:
-    """Whether calling ``fn`` gives a coroutine: an ``async def`` function, also through
-    ``functools.partial``, bound methods and callable objects with ``async def __call__``.
-
-    Raises:
-        TypeError: ``fn`` is an async generator function (it cannot be awaited).
-    """
-    target: object = fn
-    while is_partial(target):
-        target = target.func
-    if inspect.isasyncgenfunction(target):
-        raise TypeError(f"a tool body cannot be an async generator function: {fn!r}")
-    if inspect.iscoroutinefunction(target):
-        return True
-    if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
-        return False
-    call = getattr(type(target), "__call__", None)  # noqa: B004 - the class's, not the object's
-    if inspect.isasyncgenfunction(call):
-        raise TypeError(f"a tool body cannot be an async generator function: {fn!r}")
-    return inspect.iscoroutinefunction(call)
 
 
 def split_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -191,7 +152,7 @@ def analyse_body(
         and (_is_argument_class(positional[0].annotation) or _is_raw(positional[0].annotation))
         and _is_context(positional[1].annotation)
     ):
-        _check_class_style(signature, tool)
+        check_class_style(signature, tool)
         if args is None and not _is_raw(positional[0].annotation):
             args = positional[0].annotation
         return Style(args, signature=False)
@@ -204,29 +165,6 @@ def _partial_keywords(fn: object) -> set[str]:
         names.update(fn.keywords)
         fn = fn.func
     return names
-
-
-def check_class_body(fn: Callable[..., object], tool: str) -> None:
-    """Check at definition that a class-style body can be called as ``fn(args, ctx)``.
-
-    Raises:
-        TypeError: it cannot (the message names the tool).
-    """
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # a builtin or other callable without a signature: nothing to check
-    _check_class_style(signature, tool)
-
-
-def _check_class_style(signature: inspect.Signature, tool: str) -> None:
-    try:
-        signature.bind(None, None)
-    except TypeError as exc:
-        raise TypeError(
-            f"tool {tool!r}: a body with an argument type must take (args, ctx): "
-            f"{signature} cannot ({exc})"
-        ) from None
 
 
 def _signature_struct(

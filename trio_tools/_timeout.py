@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._derived import _Link
 from ._execution import ToolDispatchExecution, _Run
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
-from ._tool import check_timeout_value
+from ._util import check_timeout_value
 
 if TYPE_CHECKING:
     from ._stages import AroundWrapper

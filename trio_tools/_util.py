@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -91,3 +92,24 @@ def cancelled_here() -> bool:
     A ``trio.Cancelled`` raised while this is false belongs to no scope: it is stray.
     """
     return trio.current_effective_deadline() == -math.inf
+
+
+def check_timeout_value(value: object) -> float | None:
+    """``value`` if it is ``None`` or a positive finite number of seconds.
+
+    Raises:
+        ValueError: anything else (also ``bool``, NaN, infinities).
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        # rejects NaN, inf and ints too large for a float (math.isfinite raises on those)
+        or not value <= sys.float_info.max
+        or value <= 0
+    ):
+        raise ValueError(
+            f"timeout must be a positive, finite number of seconds or None, got {value!r}"
+        )
+    return value

@@ -6,8 +6,8 @@ import keyword
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from .._execution import ToolSchema
 from .._registry import ToolRegistry
-from .._tool import ToolSchema
 
 __all__ = ["sdk_stub"]
 

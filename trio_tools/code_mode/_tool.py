@@ -15,12 +15,12 @@ import attrs
 import trio
 
 from .._derived import open_signal
-from .._execution import ToolExecutionInput, ToolRunContext
+from .._execution import ToolDefinition, ToolRunContext
+from .._input import ToolExecutionInput
 from .._json import FrozenDict
 from .._registry import ToolRegistry
 from .._results import DENIED, TOOL_ABORTED_BEFORE_DISPATCH, TOOL_FAILED, TextBlock, ToolResult
 from .._signal import CancelSignal, CancelSource
-from .._tool import ToolDefinition
 from ._errors import CodeRunFailedError
 from ._runtime import CodeRuntime, SubprocessRuntime
 from ._stub import sdk_stub

@@ -16,6 +16,7 @@ from typing import Any, Final, cast
 
 import mcp.types as types
 
+from .._execution import ToolDefinition
 from .._json import FrozenDict, NotJSONError, freeze, thaw, to_compact_json
 from .._results import (
     TOOL_FAILED,
@@ -26,7 +27,6 @@ from .._results import (
     ToolResult,
     make_result,
 )
-from .._tool import ToolDefinition
 from .._util import logger
 
 __all__ = [

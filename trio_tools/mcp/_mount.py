@@ -23,11 +23,12 @@ from mcp.client.client import Client
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from .._execution import ExecutionToken, ToolDispatchExecution, ToolRunContext
+from .._execution import ToolDefinition, ToolDispatchExecution, ToolRunContext
+from .._input import ExecutionToken
 from .._json import thaw
 from .._registry import AroundWrapper, Registration, ToolRegistry
 from .._results import INVALID_ARGS, ToolOutput, ToolResult, replace_result
-from .._tool import ToolDefinition, check_timeout_value
+from .._util import check_timeout_value
 from ._convert import MCP_CONNECTION_LOST, progress_from_mcp, tool_result
 
 __all__ = ["mount"]

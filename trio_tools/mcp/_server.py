@@ -22,7 +22,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from .._execution import ToolExecutionInput
+from .._input import ToolExecutionInput
 from .._registry import ToolRegistry
 from .._results import ToolResult
 from .._signal import CancelSignal, CancelSource

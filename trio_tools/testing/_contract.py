@@ -23,7 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from .._decisions import PostDecision, PreDecision
 from .._derived import open_signal
-from .._execution import ToolDispatchExecution, ToolExecution, ToolExecutionInput
+from .._execution import ToolDispatchExecution, ToolExecution
+from .._input import ToolExecutionInput
 from .._registry import ToolRegistry
 from .._results import NOT_JSON, TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH, ToolResult
 from .._signal import CancelSource

@@ -29,12 +29,12 @@ from .._decisions import (
     PreDecision,
 )
 from .._derived import open_signal
-from .._execution import ToolDispatchExecution, ToolExecution, ToolExecutionInput, ToolRunContext
+from .._execution import ToolDefinition, ToolDispatchExecution, ToolExecution, ToolRunContext
+from .._input import ToolExecutionInput
 from .._registry import Registration, ToolRegistry
 from .._results import ContentBlock, TextBlock, ToolResult
 from .._signal import CancelSignal, CancelSource
 from .._timeout import timeout_policy
-from .._tool import ToolDefinition
 from ._scenario import (
     BLOCK_CONTEXT,
     BLOCK_FEEDBACK,

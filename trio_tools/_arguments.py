@@ -1,0 +1,191 @@
+"""A tool's arguments: the JSON Schema of their type, and their validation against it.
+
+Validation is one ``msgspec.convert`` into the argument type; only when that fails is every
+violation collected, each prefixed by its JSON path (``$.items[2].name: ...``), so that the
+model can fix all of them at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, cast
+
+import msgspec
+
+from ._body import SIGNATURE_CONTEXT
+from ._failures import exception_message
+from ._json import FrozenDict, NotJSONError, freeze
+
+__all__ = ["RAW_SCHEMA", "argument_violations", "freeze_schema", "parse_arguments", "schema_for"]
+
+RAW_SCHEMA: Mapping[str, object] = FrozenDict({"type": "object"})
+"""The schema of raw arguments (no argument type): any JSON object."""
+
+
+def freeze_schema(value: Mapping[str, object]) -> Mapping[str, object]:
+    """``value`` as a frozen JSON object schema.
+
+    Raises:
+        TypeError: ``value`` is not a JSON object.
+    """
+    try:
+        frozen = freeze(dict(value) if type(value) is not FrozenDict else value)
+    except (NotJSONError, TypeError) as exc:
+        raise TypeError(f"parameters must be a JSON object schema: {exc}") from None
+    assert isinstance(frozen, FrozenDict)
+    return frozen
+
+
+def schema_for(args: type[Any] | None) -> Mapping[str, object]:
+    """The JSON Schema of argument type ``args`` (``None``: any JSON object).
+
+    Raises:
+        TypeError: msgspec cannot derive a schema from ``args``.
+    """
+    if args is None:
+        return RAW_SCHEMA
+    try:
+        (schema,), components = msgspec.json.schema_components(
+            [args], ref_template="#/$defs/{name}"
+        )
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cannot derive a JSON Schema from argument type {args!r}: {exc}") from None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.removeprefix("#/$defs/")
+        if json.dumps(components).count(f'"{ref}"') == 0:
+            schema = dict(components.pop(name))
+        if components:
+            schema = {**schema, "$defs": components}
+    if isinstance(getattr(args, SIGNATURE_CONTEXT, None), str):
+        # A signature tool's generated Struct is no name the model needs to see.
+        schema = {key: value for key, value in schema.items() if key != "title"}
+    return freeze_schema(schema)
+
+
+_OBJECT_TYPES = (
+    msgspec.inspect.StructType,
+    msgspec.inspect.DataclassType,
+    msgspec.inspect.TypedDictType,
+)
+_ARRAY_TYPES = (
+    msgspec.inspect.ListType,
+    msgspec.inspect.VarTupleType,
+    msgspec.inspect.SetType,
+    msgspec.inspect.FrozenSetType,
+)
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _key_path(path: str, key: str) -> str:
+    """The JSON path of member ``key`` of the object at ``path``."""
+    return f"{path}.{key}" if _KEY.match(key) else f"{path}[{json.dumps(key)}]"
+
+
+def _format_error(error: msgspec.ValidationError, path: str) -> str:
+    text = str(error)
+    message, _, at = text.partition(" - at `")
+    relative = at.rstrip("`")[1:] if at else ""
+    message = message.replace("`", "")
+    missing = "Object missing required field "
+    if message.startswith(missing):
+        return f"{path}{relative}.{message.removeprefix(missing)}: missing required field"
+    return f"{path}{relative}: {message[:1].lower()}{message[1:]}"
+
+
+def _unwrap(info: msgspec.inspect.Type, pytype: Any) -> tuple[msgspec.inspect.Type, Any]:
+    """Strip ``Annotated`` metadata and an ``Optional`` around a single type."""
+    while isinstance(info, msgspec.inspect.Metadata):
+        info = info.type
+    while typing.get_origin(pytype) is Annotated:
+        pytype = typing.get_args(pytype)[0]
+    if isinstance(info, msgspec.inspect.UnionType):
+        options = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
+        py_options = [t for t in typing.get_args(pytype) if t is not type(None)]
+        if len(options) == 1 and len(py_options) == 1:
+            return _unwrap(options[0], py_options[0])
+    return info, pytype
+
+
+def _collect(
+    value: object, info: msgspec.inspect.Type, pytype: Any, path: str, out: list[str]
+) -> None:
+    try:
+        msgspec.convert(value, pytype)
+        return
+    except Exception as exc:
+        # Not only ValidationError: an argument class's constructor (``__post_init__``, a
+        # validator) may raise anything, and that too is the model's invalid input.
+        error = exc
+    info, pytype = _unwrap(info, pytype)
+    before = len(out)
+    if isinstance(info, _OBJECT_TYPES) and isinstance(value, dict):
+        fields = cast("dict[str, object]", value)
+        hints = typing.get_type_hints(info.cls, include_extras=True)
+        for field in info.fields:
+            key = field.encode_name
+            if key not in fields:
+                if field.required:
+                    out.append(f"{_key_path(path, key)}: missing required field")
+            else:
+                _collect(fields[key], field.type, hints[field.name], _key_path(path, key), out)
+    elif isinstance(info, _ARRAY_TYPES) and isinstance(value, list | tuple):
+        item_type = typing.get_args(pytype)[0]
+        for index, item in enumerate(cast("Sequence[object]", value)):
+            _collect(item, info.item_type, item_type, f"{path}[{index}]", out)
+    elif isinstance(info, msgspec.inspect.TupleType) and isinstance(value, list | tuple):
+        items = cast("Sequence[object]", value)
+        item_types = typing.get_args(pytype)
+        if len(items) == len(info.item_types) == len(item_types):
+            for index, (item, item_info, item_type) in enumerate(
+                zip(items, info.item_types, item_types, strict=True)
+            ):
+                _collect(item, item_info, item_type, f"{path}[{index}]", out)
+    elif isinstance(info, msgspec.inspect.DictType) and isinstance(value, dict):
+        entries = cast("dict[str, object]", value)
+        key_type, value_type = typing.get_args(pytype) or (Any, Any)
+        for key, item in entries.items():
+            item_path = _key_path(path, key)
+            try:
+                msgspec.convert(key, key_type)
+            except Exception as exc:
+                out.append(f"{item_path}: invalid key: {_describe(exc)}")
+            _collect(item, info.value_type, value_type, item_path, out)
+    if len(out) == before:
+        out.append(
+            _format_error(error, path)
+            if isinstance(error, msgspec.ValidationError)
+            else f"{path}: {_describe(error)}"
+        )
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, msgspec.ValidationError):
+        return _format_error(exc, "$").partition(": ")[2]
+    return exception_message(exc)
+
+
+def argument_violations(arguments: object, args: type[Any]) -> list[str]:
+    """Every violation of ``arguments`` against ``args``, each prefixed by its JSON path."""
+    out: list[str] = []
+    _collect(arguments, msgspec.inspect.type_info(args), args, "$", out)
+    return out
+
+
+def parse_arguments(args: type[Any] | None, arguments: object) -> tuple[Any, list[str]]:
+    """Parse the frozen arguments into ``args``: ``(value, [])`` or ``(None, violations)``.
+
+    ``args`` is a definition's argument type; ``None`` takes the raw arguments as they are.
+    Validation is fast (one ``msgspec.convert``); only when it fails is the full list of
+    violations computed.  Whatever the argument class's constructor raises is a violation,
+    never an exception.
+    """
+    if args is None:
+        return arguments, []
+    try:
+        return msgspec.convert(arguments, args), []
+    except Exception:
+        return None, argument_violations(arguments, args)

@@ -1,0 +1,102 @@
+"""How the registry calls a tool body: in the Trio task or a worker thread, and with what.
+
+A body is called either *class style*, ``body(args, ctx)``, or, for a signature tool, with
+the fields of its generated ``Struct`` as keyword arguments.  What is decided here is
+decided once, when the tool is defined, so that no call pays for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeGuard
+
+import msgspec
+
+__all__ = [
+    "SIGNATURE_CONTEXT",
+    "check_class_body",
+    "check_class_style",
+    "is_async_body",
+    "is_partial",
+    "keyword_call",
+]
+
+SIGNATURE_CONTEXT = "__trio_tools_context__"
+"""Class attribute of a generated signature ``Struct``: the name of the body's context
+parameter, or ``""`` when it takes none.  Its presence marks a signature tool."""
+
+
+def is_partial(fn: object) -> TypeGuard[functools.partial[Any]]:
+    """Whether ``fn`` is a ``functools.partial`` (typed for its ``func`` and ``keywords``)."""
+    return isinstance(fn, functools.partial)
+
+
+def is_async_body(fn: Callable[..., object]) -> bool:
+    """Whether calling ``fn`` gives a coroutine: an ``async def`` function, also through
+    ``functools.partial``, bound methods and callable objects with ``async def __call__``.
+
+    Raises:
+        TypeError: ``fn`` is an async generator function (it cannot be awaited).
+    """
+    target: object = fn
+    while is_partial(target):
+        target = target.func
+    if inspect.isasyncgenfunction(target):
+        raise TypeError(f"a tool body cannot be an async generator function: {fn!r}")
+    if inspect.iscoroutinefunction(target):
+        return True
+    if inspect.isfunction(target) or inspect.ismethod(target) or inspect.isbuiltin(target):
+        return False
+    call = getattr(type(target), "__call__", None)  # noqa: B004 - the class's, not the object's
+    if inspect.isasyncgenfunction(call):
+        raise TypeError(f"a tool body cannot be an async generator function: {fn!r}")
+    return inspect.iscoroutinefunction(call)
+
+
+def check_class_body(fn: Callable[..., object], tool: str) -> None:
+    """Check at definition that a class-style body can be called as ``fn(args, ctx)``.
+
+    Raises:
+        TypeError: it cannot (the message names the tool).
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or other callable without a signature: nothing to check
+    check_class_style(signature, tool)
+
+
+def check_class_style(signature: inspect.Signature, tool: str) -> None:
+    """Check that a body of this signature can be called as ``body(args, ctx)``.
+
+    Raises:
+        TypeError: it cannot (the message names the tool and the signature).
+    """
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        raise TypeError(
+            f"tool {tool!r}: a body with an argument type must take (args, ctx): "
+            f"{signature} cannot ({exc})"
+        ) from None
+
+
+def keyword_call(fn: Callable[..., object], context: str) -> Callable[[Any, object], object]:
+    """Call a signature tool's body with the fields of its parsed ``Struct`` as keywords,
+    and the context as keyword ``context`` (none when ``context`` is ``""``)."""
+    asdict = msgspec.structs.asdict
+    if not context:
+
+        def call(args: Any, ctx: object) -> object:
+            return fn(**asdict(args))
+
+    else:
+
+        def call(args: Any, ctx: object) -> object:
+            keywords = asdict(args)
+            keywords[context] = ctx
+            return fn(**keywords)
+
+    return call
