@@ -70,7 +70,7 @@ from ._stages import (
     ResultObserver,
     Stages,
 )
-from ._util import logger, safe_repr
+from ._util import cancelled_here, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 
@@ -309,6 +309,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     )
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
+    ambient: trio.Cancelled | None = None
     value: object = None
     key = -1
     try:
@@ -347,7 +348,13 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                 # the checkpoint on the aborted path below.  A Cancelled nobody's scope
                 # owns is the body's failure.
                 if not nursery.cancel_scope.cancel_called:
-                    raise stray_or_raise(exc) from exc
+                    if nursery.child_tasks or not cancelled_here():
+                        raise stray_or_raise(exc) from exc
+                    # Ambient cancellation, nothing left in the nursery: the same object
+                    # is re-raised once the nursery has exited (its exit is a shielded
+                    # schedule point), which spares the nursery cancelling itself and
+                    # wrapping it in a group that the failure path would unwrap.
+                    ambient = exc
     except BaseException as exc:
         failure = exc
     finally:
@@ -358,6 +365,13 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
+    if ambient is not None:
+        try:
+            if failure is None:  # else the nursery's exit failed: that failure wins
+                raise ambient from None
+        finally:
+            # The traceback holds this frame: no reference cycle through the local.
+            del ambient
     contexts = run.body_contexts
     if failure is not None:
         try:
