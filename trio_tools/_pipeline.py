@@ -311,7 +311,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    key = -1
+    key: object = None  # the binding, once made
     try:
         if fused.cancelled:
             return aborted(body_invoked=False)
