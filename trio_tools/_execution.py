@@ -106,7 +106,7 @@ class _Run:
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ``_pipeline.enter``).
         self.stages: Any = None
-        # The batch scheduler's private per-call hooks (``_pipeline._CallHooks``), if any.
+        # The batch scheduler's private per-call hooks (``_stages.CallHooks``), if any.
         self.hooks: Any = None
 
     @property

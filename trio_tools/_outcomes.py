@@ -36,6 +36,7 @@ from ._results import (
     make_result,
     replace_result,
     text_block,
+    text_result,
 )
 from ._util import leaf_exceptions, safe_repr
 
@@ -93,7 +94,7 @@ def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
 def body_result(value: object) -> ToolResult:
     """Turn what a body returned into a candidate result."""
     if type(value) is str:  # the usual case: one text block
-        return make_result((text_block(value),))
+        return text_result(value)
     content = _content_of(value)
     if content is not None:
         return make_result(content)

@@ -360,6 +360,23 @@ def make_result(
     return result
 
 
+def text_result(text: str) -> ToolResult:
+    """``make_result((text_block(text),))``: a body's usual success, one text block, built
+    with no argument handling (every call that returns a ``str`` makes one)."""
+    block = object.__new__(TextBlock)
+    _set_text(block, text)
+    result = object.__new__(ToolResult)
+    _set_content(result, (block,))
+    _set_is_error(result, False)
+    _set_error(result, None)
+    _set_contexts(result, ())
+    _set_meta(result, None)
+    _set_concludes(result, False)
+    _set_halt(result, None)
+    _set_synthetic(result, False)
+    return result
+
+
 def text_block(text: str) -> TextBlock:
     """``TextBlock(text)`` for a ``text`` already known to be a ``str``, without validation."""
     block = object.__new__(TextBlock)
