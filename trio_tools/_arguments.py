@@ -16,8 +16,8 @@ from typing import Annotated, Any, cast
 import msgspec
 
 from ._body import SIGNATURE_CONTEXT
+from ._failures import exception_message
 from ._json import FrozenDict, NotJSONError, freeze
-from ._results import exception_message
 
 __all__ = ["RAW_SCHEMA", "argument_violations", "freeze_schema", "parse_arguments", "schema_for"]
 

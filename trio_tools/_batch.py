@@ -52,7 +52,7 @@ def _first_failure(failures: list[Exception]) -> Exception:
 
 @final
 class _CallReport:
-    """The registry's private hooks for one call of the batch (``_pipeline._CallHooks``)."""
+    """The registry's private hooks for one call of the batch (``_stages.CallHooks``)."""
 
     __slots__ = ("_batch", "_index", "_slot_held")
 

@@ -25,8 +25,9 @@ import trio
 
 from ._arguments import freeze_schema, schema_for
 from ._body import SIGNATURE_CONTEXT, check_class_body, is_async_body, keyword_call
+from ._failures import stray_or_raise
 from ._input import ExecutionToken
-from ._results import AdditionalContext, ContentBlock, Halt, ToolResult, stray_or_raise
+from ._results import AdditionalContext, ContentBlock, Halt, ToolResult
 from ._signal import CancelSignal
 from ._util import NoPublicConstructor, check_timeout_value, logger
 
@@ -105,7 +106,7 @@ class _Run:
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ``_pipeline.enter``).
         self.stages: Any = None
-        # The batch scheduler's private per-call hooks (``_pipeline._CallHooks``), if any.
+        # The batch scheduler's private per-call hooks (``_stages.CallHooks``), if any.
         self.hooks: Any = None
 
     @property

@@ -17,8 +17,9 @@ import trio
 from ._chains import ApprovalEnd, allowed, run_chain
 from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
+from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult, denied
-from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted, exception_result, stray_or_raise
+from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted
 from ._signal import _scope_reason
 from ._stages import Approver, Guard, PreExecuteHook, Stages
 from ._util import safe_repr
@@ -35,7 +36,7 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
-    key = -1
+    key: object = None  # the binding, once made
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and

@@ -18,6 +18,7 @@ from typing import Any, cast
 import trio
 
 from ._execution import FinalizeContent, _Run
+from ._failures import StrayCancelled, exception_result, failures_result
 from ._json import JSONText, NestingTooDeepError, NotJSONError, freeze, to_compact_json
 from ._results import (
     DENIED,
@@ -27,17 +28,15 @@ from ._results import (
     AdditionalContext,
     ContentBlock,
     ImageBlock,
-    StrayCancelled,
     TextBlock,
     ToolOutput,
     ToolResult,
     _content,
     error_result,
-    exception_result,
-    failures_result,
     make_result,
     replace_result,
     text_block,
+    text_result,
 )
 from ._util import leaf_exceptions, safe_repr
 
@@ -95,7 +94,7 @@ def _content_of(value: object) -> tuple[ContentBlock, ...] | None:
 def body_result(value: object) -> ToolResult:
     """Turn what a body returned into a candidate result."""
     if type(value) is str:  # the usual case: one text block
-        return make_result((text_block(value),))
+        return text_result(value)
     content = _content_of(value)
     if content is not None:
         return make_result(content)

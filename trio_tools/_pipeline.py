@@ -18,8 +18,8 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Mapping
+from typing import Any
 
 import trio
 
@@ -35,6 +35,7 @@ from ._execution import (
     _Run,
     run_context,
 )
+from ._failures import exception_result, stray_or_raise
 from ._gate import gate
 from ._input import ToolExecutionInput
 from ._json import NotJSONError
@@ -60,63 +61,43 @@ from ._results import (
     ToolResult,
     aborted,
     error_result,
-    exception_result,
     make_result,
     replace_result,
-    stray_or_raise,
 )
 from ._stages import (
     AroundWrapper,
+    CallHooks,
+    Pipelined,
     PostExecuteHook,
     ResultObserver,
     Stages,
 )
-from ._util import logger, safe_repr
+from ._util import cancelled_here, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 
 
-class _CallHooks(Protocol):
-    """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
-
-    def gate_passed(self) -> None:
-        """The gate allowed the call; called right before the around-execute chain.
-
-        The scheduler starts the next call only then (or once this call settled), so gates
-        run one at a time in model order while each call dispatches right after its gate.
-        """
-
-    async def dispatching(self) -> bool:
-        """The body is about to be invoked: the last step before it, awaited.
-
-        The scheduler writes its write-ahead dispatch marker here.  ``False`` means the
-        write failed (the scheduler has recorded that internal failure): the body is not
-        invoked and the call ends ``ABORTED_BEFORE_DISPATCH``.  The signal is checked again
-        afterwards: if it fired meanwhile, the body is not invoked either.
-        """
-        ...
-
-    def dispatch_settled(self) -> None:
-        """The around-execute chain (and so the body) settled, before post-execute: this
-        frees the call's pool slot."""
-
-    def published(self, result: ToolResult) -> None:
-        """The call's one final result, also when ``execute`` is about to raise (ambient
-        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
-
-
 async def run_call(
-    tools: Mapping[str, ToolDefinition[Any]],
-    stages: Stages,
-    input: ToolExecutionInput,
-    hooks: _CallHooks | None,
+    registry: Pipelined, input: ToolExecutionInput, _hooks: CallHooks | None = None
 ) -> ToolResult:
-    """:meth:`execute`, plus the batch scheduler's private hooks (see :class:`_CallHooks`).
+    """Run one tool call through the pipeline and return its one frozen result.
 
-    ``execute`` passes ``None``: one check per hook point.
+    (This is ``ToolRegistry.execute`` itself; only the batch scheduler passes ``_hooks``.)
+    The same result object is published to every result observer first.  Cancellation of
+    ``input.signal`` never raises: it becomes ``ABORTED`` (the body was invoked) or
+    ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a body that ignores its
+    signal keeps this call pending.
+
+    Raises:
+        trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the result
+            was published before re-raising.
+        BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
+            publication.
     """
+    stages = registry._stages
+    hooks = _hooks  # underscored: not part of `execute`'s public signature
     # 1. Entry (synchronous): token, fields read once, definition, materialisation.
-    run, finalize = enter(tools, stages, input)
+    run, finalize = enter(registry._tools, stages, input)
     run.hooks = hooks
     instruments = stages.instruments
     view: ToolExecution | None = None  # set when the call has instruments
@@ -136,7 +117,7 @@ async def run_call(
             # runs (not even post-execute).
             if run.decided is not None:
                 raise FinalResult(run.decided)
-            if run.caller_signal.cancelled:
+            if run.caller_signal._reason is not None:  # `.cancelled`, without the call
                 raise FinalResult(aborted(body_invoked=False))
             # 3. Unknown tool / invalid arguments skip straight to post-execute.
             args, result = resolve(run)
@@ -304,20 +285,22 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """
     definition = run.definition
     assert definition is not None
+    call: Any = definition._call  # awaited below unless sync (no run-time `cast` call)
     wrapper_signal = run.dispatch_signal
     link = (
         None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
     )
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
+    ambient: trio.Cancelled | None = None
     value: object = None
-    key = -1
+    key: object = None  # the binding, once made
     try:
-        if fused.cancelled:
+        if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
-        hooks: _CallHooks | None = run.hooks
+        hooks: CallHooks | None = run.hooks
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
-        if hooks is not None and (not await hooks.dispatching() or fused.cancelled):
+        if hooks is not None and (not await hooks.dispatching() or fused._reason is not None):
             return aborted(body_invoked=False)
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
@@ -340,7 +323,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                         limiter=run.stages.thread_limiter,
                     )
                 else:
-                    value = await cast("Awaitable[object]", definition._call(args, ctx))
+                    value = await call(args, ctx)
             except trio.Cancelled as exc:
                 # The nursery's own scope would catch this (it is the innermost
                 # cancelled one); catching it here saves building an exception group.
@@ -348,7 +331,13 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                 # the checkpoint on the aborted path below.  A Cancelled nobody's scope
                 # owns is the body's failure.
                 if not nursery.cancel_scope.cancel_called:
-                    raise stray_or_raise(exc) from exc
+                    if nursery.child_tasks or not cancelled_here():
+                        raise stray_or_raise(exc) from exc
+                    # Ambient cancellation, nothing left in the nursery: the same object
+                    # is re-raised once the nursery has exited (its exit is a shielded
+                    # schedule point), which spares the nursery cancelling itself and
+                    # wrapping it in a group that the failure path would unwrap.
+                    ambient = exc
     except BaseException as exc:
         failure = exc
     finally:
@@ -359,6 +348,13 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
+    if ambient is not None:
+        try:
+            if failure is None:  # else the nursery's exit failed: that failure wins
+                raise ambient from None
+        finally:
+            # The traceback holds this frame: no reference cycle through the local.
+            del ambient
     contexts = run.body_contexts
     if failure is not None:
         try:
@@ -369,7 +365,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
             del failure
     # The scope is cancelled only by the fused signal, so this also covers a body that
     # was interrupted by it (and one that returned after it fired).
-    if fused.cancelled:
+    if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         return aborted(body_invoked=True, additional_contexts=contexts)
     try:
@@ -433,7 +429,7 @@ def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
     wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
     ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
     """
-    if not run.caller_signal.cancelled:
+    if run.caller_signal._reason is None:
         return result
     return aborted(
         body_invoked=run.body_invoked,

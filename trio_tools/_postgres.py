@@ -1,7 +1,7 @@
 """The PostgreSQL durable journal: :func:`open_postgres_journal` and :class:`PostgresJournal`.
 
 psycopg 3's synchronous API on one connection owned by one writer thread (see
-``_journal.Writer``; psycopg's async API needs asyncio and does not run on Trio), group
+``_writer.Writer``; psycopg's async API needs asyncio and does not run on Trio), group
 commit, a session-level advisory lock per session, and a versioned schema migrated at open.
 psycopg is imported only when a journal is opened.
 """
@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer, running_writer
+from ._journal import StoreJournal
+from ._store import LIVE, RECOVERED, SqlStore
 from ._util import NoPublicConstructor
+from ._writer import Writer, running_writer
 
 if TYPE_CHECKING:
     import psycopg

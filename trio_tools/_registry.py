@@ -13,7 +13,7 @@ the pipeline (``_pipeline.py``): :meth:`ToolRegistry.execute` runs it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, final, overload
 
 import trio
 
@@ -23,11 +23,12 @@ from ._input import ToolExecutionInput
 from ._instrument import Instrument, Instruments, check_instrument
 from ._json import NotJSONError
 from ._outcomes import materialise
-from ._pipeline import _CallHooks, report_synthetic, run_call
+from ._pipeline import report_synthetic, run_call
 from ._results import ToolResult
 from ._stages import (
     Approver,
     AroundWrapper,
+    CallHooks,
     Guard,
     PostExecuteHook,
     PreExecuteHook,
@@ -332,25 +333,34 @@ class ToolRegistry:
 
     # -- the pipeline --------------------------------------------------------------------
 
-    async def execute(self, input: ToolExecutionInput) -> ToolResult:
-        """Run one tool call through the pipeline and return its one frozen result.
+    # ``execute`` is the pipeline's entry itself, not a method that awaits it: one
+    # coroutine layer fewer on every call.  ``_execute`` is the same function, called by the
+    # batch scheduler with its private per-call hooks.
+    if TYPE_CHECKING:
 
-        The same result object is published to every result observer first.  Cancellation
-        of ``input.signal`` never raises: it becomes ``ABORTED`` (the body was invoked) or
-        ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a body that ignores
-        its signal keeps this call pending.
+        async def execute(self, input: ToolExecutionInput) -> ToolResult:
+            """Run one tool call through the pipeline and return its one frozen result.
 
-        Raises:
-            trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
-                result was published before re-raising.
-            BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
-                publication.
-        """
-        return await run_call(self._tools, self._stages, input, None)
+            The same result object is published to every result observer first.
+            Cancellation of ``input.signal`` never raises: it becomes ``ABORTED`` (the body
+            was invoked) or ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a
+            body that ignores its signal keeps this call pending.
 
-    async def _execute(self, input: ToolExecutionInput, hooks: _CallHooks | None) -> ToolResult:
-        """:meth:`execute`, plus the batch scheduler's private hooks (see ``_CallHooks``)."""
-        return await run_call(self._tools, self._stages, input, hooks)
+            Raises:
+                trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
+                    result was published before re-raising.
+                BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
+                    publication.
+            """
+            ...
+
+        async def _execute(self, input: ToolExecutionInput, hooks: CallHooks | None) -> ToolResult:
+            """:meth:`execute`, plus the batch scheduler's private hooks."""
+            ...
+
+    else:
+        execute = run_call
+        _execute = run_call
 
     def _report_synthetic(self, input: ToolExecutionInput, result: ToolResult) -> None:
         """Give the instruments a result the batch scheduler made for a call it never

@@ -27,7 +27,7 @@ from ._transcript import Journal
 from ._util import leaf_exceptions, logger
 
 # ToolCall and BatchOutcome are re-exported: the batch's values, imported from here by the
-# providers and the durable journals.
+# providers.
 __all__ = ["BatchOutcome", "ToolCall", "run_tool_calls"]
 
 

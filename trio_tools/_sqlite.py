@@ -1,7 +1,7 @@
 """The SQLite durable journal: :func:`open_sqlite_journal` and :class:`SqliteJournal`.
 
 Stdlib :mod:`sqlite3` in WAL mode, one connection owned by one writer thread (see
-``_journal.Writer``), group commit, a per-session lock file, and the schema version in
+``_writer.Writer``), group commit, a per-session lock file, and the schema version in
 ``PRAGMA user_version``.
 """
 
@@ -23,8 +23,10 @@ from typing import Any, Literal, final
 
 import trio
 
-from ._journal import LIVE, RECOVERED, SqlStore, StoreJournal, Writer, running_writer
+from ._journal import StoreJournal
+from ._store import LIVE, RECOVERED, SqlStore
 from ._util import NoPublicConstructor
+from ._writer import Writer, running_writer
 
 __all__ = ["SCHEMA_VERSION", "SqliteJournal", "open_sqlite_journal"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Self, final
+from typing import TYPE_CHECKING, Any, Protocol, Self, final
 
 import trio
 
@@ -21,6 +21,11 @@ from ._execution import ToolDispatchExecution, ToolExecution
 from ._instrument import Instruments
 from ._results import ToolResult
 from ._util import NoPublicConstructor
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._execution import ToolDefinition
 
 __all__ = [
     "Approver",
@@ -166,3 +171,42 @@ class Stage:
         self._entries = entries
         self.fns = tuple(fn for _, fn in entries)
         self._on_change()
+
+
+# -- the pipeline's private interfaces -------------------------------------------------
+
+
+class CallHooks(Protocol):
+    """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
+
+    def gate_passed(self) -> None:
+        """The gate allowed the call; called right before the around-execute chain.
+
+        The scheduler starts the next call only then (or once this call settled), so gates
+        run one at a time in model order while each call dispatches right after its gate.
+        """
+
+    async def dispatching(self) -> bool:
+        """The body is about to be invoked: the last step before it, awaited.
+
+        The scheduler writes its write-ahead dispatch marker here.  ``False`` means the
+        write failed (the scheduler has recorded that internal failure): the body is not
+        invoked and the call ends ``ABORTED_BEFORE_DISPATCH``.  The signal is checked again
+        afterwards: if it fired meanwhile, the body is not invoked either.
+        """
+        ...
+
+    def dispatch_settled(self) -> None:
+        """The around-execute chain (and so the body) settled, before post-execute: this
+        frees the call's pool slot."""
+
+    def published(self, result: ToolResult) -> None:
+        """The call's one final result, also when ``execute`` is about to raise (ambient
+        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
+
+
+class Pipelined(Protocol):
+    """What the pipeline reads of a registry: its tools and its current stage snapshot."""
+
+    _tools: Mapping[str, ToolDefinition[Any]]
+    _stages: Stages
