@@ -221,15 +221,14 @@ class _Batch:
             # Spawned in the caller's context, like the driver's starts (a task copies its
             # spawner's context, and this is a call task).
             self.candidate = True
-            assert self.nursery is not None  # set by drive(), which is parked
-            self.context.run(
-                self.nursery.start_soon,
-                self._call,
-                index,
-                None,
-                name=f"tool call {calls[index].call_id!r}",
-            )
+            self.context.run(self._spawn_candidate, index)
         return True
+
+    def _spawn_candidate(self, index: int) -> None:
+        assert self.nursery is not None  # set by drive(), which is parked
+        self.nursery.start_soon(
+            self._call, index, None, name=f"tool call {self.calls[index].call_id!r}"
+        )
 
     async def _call(self, index: int, mode: str | None) -> None:
         """The task of call ``index``, started by the driver in ``mode``, or a candidate
