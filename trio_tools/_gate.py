@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import trio
 
-from ._chains import ApprovalEnd, allowed, run_chain
+from ._chains import ApprovalEnd, Chain, allowed
 from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
 from ._failures import exception_result, stray_or_raise
@@ -36,7 +36,7 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
-    key = -1
+    key: object = None  # the binding, once made
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and
@@ -73,7 +73,14 @@ async def decide(
     definition = run.definition
     assert definition is not None
     end = allowed if definition.requires_approval is False else ApprovalEnd(run)
-    decision: object = await run_chain(hooks, (execution,), end) if hooks else await end()
+    if hooks:
+        chain = Chain()
+        try:
+            decision: object = await chain.first(hooks, (execution,), end)
+        finally:
+            chain.open = False
+    else:
+        decision = await end()
     if isinstance(decision, Allow):
         for guard in guards:
             reason = guard(execution)

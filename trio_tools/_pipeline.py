@@ -18,13 +18,13 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import trio
 
 from ._arguments import parse_arguments
-from ._chains import AroundChain, accepted, run_chain
+from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
 from ._derived import _Link, follows
 from ._execution import (
@@ -264,13 +264,13 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
         # The timeout policy alone (a timed tool, no wrapper of the user's) needs neither
         # the chain's view nor a call_next: it runs straight around dispatch.
         chain = None
-        awaitable = run_timed(run, dispatch, run, args)
+        awaitable: Awaitable[object] = run_timed(run, dispatch, run, args)
     else:
         chain = AroundChain(wrappers, run, dispatch, args)
-        awaitable = chain.step(0)
+        awaitable = chain.start()
     try:
         try:
-            result = await awaitable
+            result = checked_result(await awaitable)
         finally:
             if chain is not None:
                 chain.open = False  # a call_next kept past the chain refuses to run
@@ -307,7 +307,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    key = -1
+    key: object = None  # the binding, once made
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
@@ -394,7 +394,11 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
-        decision: object = await run_chain(hooks, (run.execution(), result), accepted)
+        chain = Chain()
+        try:
+            decision: object = await chain.first(hooks, (run.execution(), result), accepted)
+        finally:
+            chain.open = False
         if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
             raise TypeError(
                 f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"

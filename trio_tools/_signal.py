@@ -85,7 +85,9 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
-    _listeners: dict[int, Listener]
+    # Keyed by a counter value, except a bound scope: it is its own key and entry (see
+    # ``_bind``).
+    _listeners: dict[object, Listener | trio.CancelScope]
     # A derived signal's parents while it listens to them (``_derived``); else empty.
     _parents: tuple[CancelSignal, ...]
 
@@ -159,15 +161,16 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
-    def _bind(self, scope: trio.CancelScope) -> int:
+    def _bind(self, scope: trio.CancelScope) -> trio.CancelScope:
         """Cancel ``scope`` when the signal fires; return the key that unbinds it.
 
         Behind ``open_scope()``, and used by the registry to bind the body's per-call
-        nursery scope directly.  The signal must not have fired.
+        nursery scope directly.  The signal must not have fired.  The scope (hashed by
+        identity) is both the key and the entry: every in-flight call has one, and this
+        spares it a listener object and a key.
         """
-        key = next(_keys)
-        self._listeners[key] = _ScopeCanceller(scope)
-        return key
+        self._listeners[scope] = scope
+        return scope
 
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it.
@@ -206,13 +209,13 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if isinstance(fn, _ScopeCanceller):
+            if isinstance(fn, trio.CancelScope):
                 # The usual listener (every call's body scope): cancelled directly, with
                 # the scope's reason text built once for all the scopes of this signal.
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
-                    fn._scope.cancel(reason=text)
+                    fn.cancel(reason=text)
                 except Exception:
                     logger.exception("cancel listener %r raised", fn)
                 except BaseException as exc:
@@ -260,18 +263,6 @@ class _Follower:
         self.signal._fire(self._parent_fired(reason))
 
 
-class _ScopeCanceller:
-    """A listener that cancels a scope (a slotted object: smaller than a closure)."""
-
-    __slots__ = ("_scope",)
-
-    def __init__(self, scope: trio.CancelScope) -> None:
-        self._scope = scope
-
-    def __call__(self, reason: CancelReason) -> None:
-        self._scope.cancel(reason=_scope_reason(reason))
-
-
 def _noop() -> None:
     pass
 
@@ -285,7 +276,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
     def __init__(self, signal: CancelSignal) -> None:
         self._signal = signal
         self._scope = trio.CancelScope()
-        self._key = -1
+        self._key: object = None  # the binding, once entered
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()

@@ -37,9 +37,9 @@ from ._harness import ScenarioRun as ScenarioRun
 from ._harness import check_scenario as check_scenario
 from ._harness import run_scenario as run_scenario
 from ._harness import run_scenario_sync as run_scenario_sync
+from ._model import expected_outcome as expected_outcome
 from ._scenario import Expectation as Expectation
 from ._scenario import Scenario as Scenario
-from ._scenario import expected_outcome as expected_outcome
 from ._strategies import CANCEL_HOWS as CANCEL_HOWS
 from ._strategies import CANCEL_WHERES as CANCEL_WHERES
 from ._strategies import scenarios as scenarios

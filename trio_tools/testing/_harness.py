@@ -35,6 +35,7 @@ from .._registry import Registration, ToolRegistry
 from .._results import ContentBlock, TextBlock, ToolResult
 from .._signal import CancelSignal, CancelSource
 from .._timeout import timeout_policy
+from ._model import expected_outcome
 from ._scenario import (
     BLOCK_CONTEXT,
     BLOCK_FEEDBACK,
@@ -56,7 +57,6 @@ from ._scenario import (
     CancelWhere,
     Expectation,
     Scenario,
-    expected_outcome,
 )
 
 __all__ = ["ScenarioRun", "check_scenario", "run_scenario", "run_scenario_sync"]
