@@ -28,13 +28,28 @@ _ASK = Ask()
 _ACCEPT = Accept()
 
 
-class _Chain:
-    """Whether a pre- or post-execute chain is still running."""
+class Chain:
+    """One pre- or post-execute chain, and whether it is still running.
+
+    Run it as ``chain = Chain()``, then ``try: await chain.first(hooks, args, end)`` with
+    ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once the
+    chain is over.  (The caller awaits the first hook directly: no coroutine layer of the
+    chain's own.)
+    """
 
     __slots__ = ("open",)
 
     def __init__(self) -> None:
         self.open = True
+
+    def first(
+        self,
+        hooks: Sequence[Callable[..., Awaitable[Any]]],
+        args: tuple[object, ...],
+        end: Callable[[], Awaitable[Any]],
+    ) -> Awaitable[Any]:
+        """``hooks[0](*args, call_next)``, whose ``call_next`` leads on to ``end()``."""
+        return _Next(hooks, args, end, self, 0)()
 
 
 def _closed() -> RuntimeError:
@@ -59,7 +74,7 @@ class _Next:
         hooks: Sequence[Callable[..., Awaitable[Any]]],
         args: tuple[object, ...],
         end: Callable[[], Awaitable[Any]],
-        chain: _Chain,
+        chain: Chain,
         index: int,
     ) -> None:
         self._hooks = hooks
@@ -79,19 +94,6 @@ class _Next:
             return self._end()
         following = _Next(hooks, self._args, self._end, self._chain, index + 1)
         return hooks[index](*self._args, following)
-
-
-async def run_chain(
-    hooks: Sequence[Callable[..., Awaitable[Any]]],
-    args: tuple[object, ...],
-    end: Callable[[], Awaitable[Any]],
-) -> object:
-    """Run a pre- or post-execute chain: ``hooks[0](*args, call_next)``, ..., ``end()``."""
-    chain = _Chain()
-    try:
-        return await _Next(hooks, args, end, chain, 0)()
-    finally:
-        chain.open = False
 
 
 async def allowed() -> PreDecision:
@@ -149,23 +151,29 @@ class AroundChain:
         self.args = args
         self.open = True
 
+    def start(self) -> Awaitable[object]:
+        """The first wrapper's awaitable; the caller checks what it returns (see
+        :func:`checked_result`) and restores the caller's signal afterwards.  Awaiting it
+        directly saves a coroutine layer per call."""
+        return self.wrappers[0](self.view, _Once(self, 1))
+
     async def step(self, index: int) -> ToolResult:
+        """``call_next`` of wrapper ``index - 1``, for a wrapper that is not the last."""
         run = self.run
         # What the calling wrapper set for the span of its call_next(): restored when that
         # call_next() returns, so each wrapper sees its own signal again.
         signal = run.dispatch_signal
         try:
-            wrappers = self.wrappers
-            if index == len(wrappers):
-                return await self.dispatch(run, self.args)
-            result = await wrappers[index](self.view, _Once(self, index + 1))
-            if not isinstance(result, ToolResult):
-                raise TypeError(
-                    f"around-execute wrapper returned {safe_repr(result)}, not a ToolResult"
-                )
-            return result
+            return checked_result(await self.wrappers[index](self.view, _Once(self, index + 1)))
         finally:
             run.dispatch_signal = signal
+
+
+def checked_result(result: object) -> ToolResult:
+    """What an around-execute wrapper returned, which must be a :class:`ToolResult`."""
+    if not isinstance(result, ToolResult):
+        raise TypeError(f"around-execute wrapper returned {safe_repr(result)}, not a ToolResult")
+    return result
 
 
 class _Once:
@@ -184,4 +192,8 @@ class _Once:
         index, self._index = self._index, -1
         if index < 0:
             raise _twice()
+        if index == len(chain.wrappers):
+            # The last wrapper's call_next is dispatch itself (which restores the signal
+            # that wrapper set when it returns): no step layer in between.
+            return chain.dispatch(chain.run, chain.args)
         return chain.step(index)

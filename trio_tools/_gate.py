@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import trio
 
-from ._chains import ApprovalEnd, allowed, run_chain
+from ._chains import ApprovalEnd, Chain, allowed
 from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
 from ._failures import exception_result, stray_or_raise
@@ -73,7 +73,14 @@ async def decide(
     definition = run.definition
     assert definition is not None
     end = allowed if definition.requires_approval is False else ApprovalEnd(run)
-    decision: object = await run_chain(hooks, (execution,), end) if hooks else await end()
+    if hooks:
+        chain = Chain()
+        try:
+            decision: object = await chain.first(hooks, (execution,), end)
+        finally:
+            chain.open = False
+    else:
+        decision = await end()
     if isinstance(decision, Allow):
         for guard in guards:
             reason = guard(execution)

@@ -134,15 +134,19 @@ def freeze(value: object) -> object:
             _reject(f"non-finite float {value!r}")
         return value
     if kind is dict:
-        # Fast path for the common flat object (tool arguments): one read of its items, and
-        # the general walk only if a value is a container or a float.
-        items = list(cast("dict[str, object]", value).items())
-        for key, item in items:
+        if not value:  # `{}`: no-argument tools, the most common arguments of all
+            return _EMPTY_OBJECT
+        # Fast path for the common flat object (tool arguments): a check of its items, then
+        # one C-level copy; the general walk only if a value is a container or a float.
+        # (Reading a plain dict twice is unobservable: only exact builtin types are looked
+        # at, so no user code runs in between.)
+        mapping = cast("dict[str, object]", value)
+        for key, item in mapping.items():
             if type(key) is not str or type(item) not in _SCALARS:
-                break
-        else:
-            return _sealed(items) if items else _EMPTY_OBJECT
-        return _freeze_container(value, iter(items))
+                return _freeze_container(value)
+        frozen = FrozenDict(mapping)
+        _set_sealed(frozen, True)
+        return frozen
     if kind is not list and kind is not tuple:
         _reject(f"{kind.__name__} is not a JSON type")
     return _freeze_container(value)

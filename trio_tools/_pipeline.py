@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 from ._arguments import parse_arguments
-from ._chains import AroundChain, accepted, run_chain
+from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
 from ._derived import _Link
 from ._execution import (
@@ -262,7 +262,7 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
     chain = AroundChain(wrappers, run, dispatch, args)
     try:
         try:
-            result = await chain.step(0)
+            result = checked_result(await chain.start())
         finally:
             chain.open = False  # a call_next kept past the chain refuses to run
     except Exception as exc:
@@ -381,7 +381,11 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
-        decision: object = await run_chain(hooks, (run.execution(), result), accepted)
+        chain = Chain()
+        try:
+            decision: object = await chain.first(hooks, (run.execution(), result), accepted)
+        finally:
+            chain.open = False
         if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
             raise TypeError(
                 f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"
