@@ -1,13 +1,20 @@
 """The driver of a batch: the state of one :func:`~trio_tools.run_tool_calls` and the task
 that advances it.
 
-One *driver* (the body of the batch's nursery) makes every decision and every journal
-write, one step at a time: commit the next result in model order, else close the next
-unstarted call synthetically once the batch stops, else start the next call, else wait for
-something to change.  Each started call runs the registry's pipeline in its own task and
-only reports back (gate passed, settled) through its :class:`_CallReport`.  So starts,
+One *driver* (the body of the batch's nursery) makes every journal write, one step at a
+time: commit the next result in model order, else close the next unstarted call
+synthetically once the batch stops, else start the next call, else wait for something to
+change.  Each started call runs the registry's pipeline in its own task and only reports
+back (gate passed, slot freed, settled) through its :class:`_CallReport`.  So starts,
 commits and journal writes happen in model order by construction, and the journal never
 sees two writes at once.
+
+Without a journal a commit is a counter and a start writes nothing, so while the driver is
+parked the reports stand in for it (see :meth:`_Batch.changed`): the driver only starts
+the first call, closes a stopped batch and returns, and a batch of N calls costs no
+context switch into the driver per call.  The start decision still happens where the
+woken driver would have taken it (in the next call's own task, once the reporting task
+yielded), with the same checks.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -17,13 +24,14 @@ sees two writes at once.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Awaitable, Callable
 from typing import final
 
 import trio
 
-from ._calls import BatchOutcome, ToolCall
+from ._calls import ToolCall
 from ._input import ToolExecutionInput
 from ._json import JSONText
 from ._registry import ToolRegistry
@@ -31,13 +39,6 @@ from ._results import ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
 from ._transcript import Journal
 from ._util import logger
-
-
-def _parse_arguments(arguments: object) -> object:
-    """The model's raw JSON text, for the registry to parse at entry (see :class:`ToolCall`);
-    other values as given."""
-    return JSONText(arguments) if isinstance(arguments, str) else arguments
-
 
 # Every unstarted call of a stopped batch gets this (frozen, so one object serves them all).
 _SYNTHETIC = aborted(body_invoked=False, synthetic=True)
@@ -62,7 +63,7 @@ class _CallReport:
 
     def gate_passed(self) -> None:
         self._batch.gate_passed[self._index] = True
-        self._batch.changed.set()
+        self._batch.changed()
 
     async def dispatching(self) -> bool:
         batch = self._batch
@@ -79,11 +80,20 @@ class _CallReport:
         return True
 
     def dispatch_settled(self) -> None:
-        # The pool slot frees here, before post-execute; at most once.
-        if self._slot_held:
-            self._slot_held = False
-            self._batch.in_flight -= 1
-            self._batch.changed.set()
+        # The pool slot frees here, before post-execute.
+        if self.free_slot():
+            self._batch.changed()
+
+    def free_slot(self) -> bool:
+        """Free the call's pool slot if it still holds one (at most once); ``True`` if a
+        start may have been waiting for it (the pool was full)."""
+        if not self._slot_held:
+            return False
+        self._slot_held = False
+        batch = self._batch
+        batch.in_flight -= 1
+        # Below a full pool, the slot decides nothing: every other change reports itself.
+        return batch.in_flight + 1 >= batch.max_parallel
 
     def published(self, result: ToolResult) -> None:
         self._batch.published[self._index] = result
@@ -96,8 +106,9 @@ class _Batch:
         "agent",
         "barrier_for",
         "calls",
-        "changed",
+        "candidate",
         "committed",
+        "context",
         "exclusive_index",
         "failures",
         "gate_passed",
@@ -107,6 +118,7 @@ class _Batch:
         "journal",
         "max_parallel",
         "next",
+        "nursery",
         "on_progress",
         "published",
         "record_dispatch",
@@ -115,6 +127,7 @@ class _Batch:
         "registry",
         "results",
         "signal",
+        "waiting",
     )
 
     def __init__(
@@ -155,19 +168,93 @@ class _Batch:
         self.barrier_for = -1  # a call classified exclusive, waiting for its barrier
         self.halted = False
         self.failures: list[Exception] = []
-        self.changed = trio.Event()
+        # The driver while it is parked in _wait_changed (see changed()), else None.
+        self.waiting: trio.lowlevel.Task | None = None
+        self.candidate = False  # a candidate call task is spawned, not yet run
+        # Set by drive(): where calls start, and the context they start in.
+        self.nursery: trio.Nursery | None = None
+        self.context = contextvars.Context()
 
     # -- what the call tasks and the signal report ---------------------------------------
 
     def on_signal(self, _reason: CancelReason) -> None:
-        self.changed.set()
+        self._wake()
 
     def _fail(self, exc: Exception) -> None:
         self.failures.append(exc)
-        self.changed.set()
+        self._wake()
 
-    async def _run_call(self, index: int, input: ToolExecutionInput, parallel: bool) -> None:
-        report = _CallReport(self, index, parallel)
+    def changed(self) -> None:
+        """A call task changed the state: a gate passed, a slot freed, a result came.
+
+        If the driver is awake, its next step sees the change.  If it is parked and the
+        batch has no journal, its steps need no journal write, and the report stands in
+        for waking it: it commits the ready results (a counter, without a journal) and, if
+        the next call may start, spawns that call's task as a *candidate*, which makes the
+        start decision itself when it first runs (see :meth:`_call`): where the woken
+        driver would have made it, one schedule point later, but without the driver's
+        context switch and the extra step per call.  The driver is woken for the rest:
+        the end of the batch, a stop (a halt, the signal, an internal failure).
+        """
+        if self.waiting is None:
+            return
+        if self.journal is None:
+            try:
+                if self._advance():
+                    return
+            except Exception as exc:  # a bug: an internal failure, as in the driver
+                self.failures.append(exc)
+        self._wake()
+
+    def _advance(self) -> bool:
+        """:meth:`changed` for a batch without a journal; ``False`` to wake the driver."""
+        calls, results = self.calls, self.results
+        index = self.committed
+        while index < len(calls) and results[index] is not None:
+            index += 1
+        self.committed = index
+        if index == len(calls) or self.failures or self.halted or self.signal.cancelled:
+            return False
+        index = self.next
+        if not self.candidate and index < len(calls) and self._may_start(index):
+            # What can still keep it from starting is decided when the candidate runs.
+            # Spawned in the caller's context, like the driver's starts (a task copies its
+            # spawner's context, and this is a call task).
+            self.candidate = True
+            self.context.run(self._spawn_candidate, index)
+        return True
+
+    def _spawn_candidate(self, index: int) -> None:
+        assert self.nursery is not None  # set by drive(), which is parked
+        self.nursery.start_soon(
+            self._call, index, None, name=f"tool call {self.calls[index].call_id!r}"
+        )
+
+    async def _call(self, index: int, mode: str | None) -> None:
+        """The task of call ``index``, started by the driver in ``mode``, or a candidate
+        (``mode`` is ``None``) that decides first, as the woken driver's next step would:
+        it gives way to the driver if the batch stopped or Trio cancelled the parked driver
+        (nothing starts after a cancellation), else the call is classified right before it
+        starts; a call that must wait for its barrier gets a new candidate later."""
+        if mode is None:
+            self.candidate = False
+            try:
+                if self.waiting is None or self.failures or self.halted or self.signal.cancelled:
+                    self._wake()  # the driver takes over: it closes the unstarted calls
+                    return
+                assert index == self.next  # one candidate at a time, only while parked
+                # _may_start held when the candidate was spawned, and still holds.
+                mode = self._classify(index)
+                if mode is None:
+                    return
+                self.recorded = index + 1  # no journal: record_call writes nothing
+                self._claim(index, mode)
+            except Exception as exc:  # a bug: an internal failure, as in the driver
+                self._fail(exc)
+                return
+        input = self.inputs[index]
+        assert input is not None  # made by _admit
+        report = _CallReport(self, index, mode == "parallel")
         result: ToolResult | None = None
         try:
             result = await self.registry._execute(input, report)
@@ -182,10 +269,11 @@ class _Batch:
             # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
             # call has settled either way.
             self.gate_passed[index] = True
-            report.dispatch_settled()  # a call that never dispatched frees its slot now
+            report.free_slot()  # a call that never dispatched frees its slot now
         if result is not None:
             record_settled = self.record_settled
             if record_settled is not None:
+                self.changed()  # the gate and the slot, while the result is written
                 try:
                     # Durable before the commit, which may wait for slower siblings.
                     with trio.CancelScope(shield=True):
@@ -195,30 +283,7 @@ class _Batch:
             self.results[index] = result
             if result.halt is not None:
                 self.halted = True
-        self.changed.set()
-
-    async def close_after_interruption(self) -> None:
-        """Balance the journal after an interruption, before it propagates.
-
-        Started calls are committed with the result the registry published for them (also
-        when ``execute`` then raised); unstarted calls get ``record_call`` and the synthetic
-        ``ABORTED_BEFORE_DISPATCH``.  A failing journal write is logged and ends this.
-        """
-        try:
-            for index in range(self.committed, len(self.calls)):
-                if index < self.next:
-                    result = self.results[index] or self.published[index]
-                    if result is None:  # pragma: no cover - the registry always publishes
-                        result = aborted(body_invoked=True, synthetic=True)
-                else:
-                    if self.recorded <= index:
-                        await self._record_call(index)
-                    result = self._synthetic(index)
-                self.results[index] = result
-                await self._record_result(index, result)
-                self.committed = index + 1
-        except Exception:
-            logger.exception("the journal failed while closing an interrupted batch")
+        self.changed()
 
     # -- the driver ----------------------------------------------------------------------
 
@@ -227,6 +292,10 @@ class _Batch:
 
         Returning lets the nursery drain the started calls without cancelling them.
         """
+        self.nursery = nursery
+        # Calls start in the context of the caller's task (Trio gives each task a copy of
+        # its spawner's), also when a call's report starts the next one (see changed()).
+        self.context = contextvars.copy_context()
         try:
             while not self.failures and await self._step(nursery):
                 pass
@@ -276,37 +345,61 @@ class _Batch:
         the two, so a recorded call without a result is one that may have run.
         """
         index = self.next
-        if index > 0 and not self.gate_passed[index - 1]:
+        if self.candidate:
+            return False  # the candidate call task decides (see changed())
+        mode = self._admit(index)
+        if mode is None:
             return False
-        if self.exclusive_index >= self.committed:
-            return False  # an exclusive call holds the batch until it is committed
-        if self.in_flight >= self.max_parallel:
-            return False
-        input = self._input(index)
-        if self.barrier_for != index:
-            mode = self.registry.execution_mode(input)
-            if mode != "parallel" and self.committed < index:
-                self.barrier_for = index
-                return False
-        elif self.committed < index:
-            return False
-        else:
-            # Classified again: the calls it waited for may have changed the registry.
-            mode = self.registry.execution_mode(input)
         await self._record_call(index)
         if self.failures or self.halted or self.signal.cancelled:
             return True  # stopped while the call was being recorded: _step closes it
         await trio.lowlevel.checkpoint_if_cancelled()  # never a schedule point otherwise
-        parallel = mode == "parallel"
-        if parallel:
+        self._launch(nursery, index, mode)
+        return True
+
+    def _admit(self, index: int) -> str | None:
+        """The mode call ``index`` starts in, if it may start now, else ``None``.
+
+        It may start once the previous call passed its gate or settled, no exclusive call
+        holds the batch, a pool slot is free, and (classified exclusive) every earlier call
+        is committed.
+        """
+        return self._classify(index) if self._may_start(index) else None
+
+    def _may_start(self, index: int) -> bool:
+        """What :meth:`_admit` checks before classifying.  Once true it stays true until a
+        call starts: gates pass, commits advance and slots free, never the other way."""
+        return (
+            (index == 0 or self.gate_passed[index - 1])
+            # An exclusive call holds the batch until it is committed.
+            and self.exclusive_index < self.committed
+            and self.in_flight < self.max_parallel
+            and (self.barrier_for != index or self.committed == index)
+        )
+
+    def _classify(self, index: int) -> str | None:
+        """The rest of :meth:`_admit` (:meth:`_may_start` holds): classify the call right
+        before it starts."""
+        # After its barrier, a call is classified again: the calls it waited for may have
+        # changed the registry.
+        mode = self.registry.execution_mode(self._input(index))
+        if mode != "parallel" and self.committed < index:
+            self.barrier_for = index  # wait until every earlier call is committed
+            return None
+        return mode
+
+    def _launch(self, nursery: trio.Nursery, index: int, mode: str) -> None:
+        """Start call ``index`` (admitted, recorded) in its own task."""
+        self._claim(index, mode)
+        nursery.start_soon(self._call, index, mode, name=f"tool call {self.calls[index].call_id!r}")
+
+    def _claim(self, index: int, mode: str) -> None:
+        """Count call ``index`` (admitted, recorded) as started in ``mode``."""
+        if mode == "parallel":
             self.in_flight += 1
         else:
             self.exclusive_index = index
         self.next = index + 1
-        nursery.start_soon(
-            self._run_call, index, input, parallel, name=f"tool call {input.call_id!r}"
-        )
-        return True
 
     def _synthetic(self, index: int) -> ToolResult:
         """The synthetic result of a call the batch never starts.
@@ -323,10 +416,12 @@ class _Batch:
         if input is None:
             call = self.calls[index]
             on_progress = self.on_progress
+            arguments = call.arguments
             input = self.inputs[index] = ToolExecutionInput(
                 call_id=call.call_id,
                 name=call.name,
-                arguments=_parse_arguments(call.arguments),
+                # The model's raw JSON text, for the registry to parse at entry.
+                arguments=JSONText(arguments) if isinstance(arguments, str) else arguments,
                 signal=self.signal,
                 agent=self.agent,
                 on_progress=None
@@ -336,10 +431,26 @@ class _Batch:
         return input
 
     async def _wait_changed(self) -> None:
-        await self.changed.wait()
-        # Reset before looking at the state again: a report made from now on sets the new
-        # event, so none is lost.
-        self.changed = trio.Event()
+        """Park the driver until a report or the signal wakes it (or Trio cancels it).
+
+        Called right after a step found nothing to do, with no schedule point in between,
+        so no report is lost: every report made while the driver is awake changes the
+        state its next step looks at.
+        """
+        self.waiting = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+
+    def _abort_wait(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        # Cancellation (or KeyboardInterrupt) unparks the driver: from now on the reports
+        # wake it instead of standing in for it, so nothing starts after a cancellation.
+        self.waiting = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _wake(self) -> None:
+        task = self.waiting
+        if task is not None:
+            self.waiting = None
+            trio.lowlevel.reschedule(task)
 
     async def _record_call(self, index: int) -> None:
         journal = self.journal
@@ -378,14 +489,3 @@ class _Batch:
                     nursery.start_soon(write, index, result)
         if failures:
             raise _first_failure(failures)
-
-    def outcome(self) -> BatchOutcome:
-        results = tuple(result for result in self.results if result is not None)
-        assert len(results) == len(self.calls)
-        return BatchOutcome(
-            results=results,
-            aborted=self.signal.cancelled,
-            halt=next((r.halt for r in results if r.halt is not None), None),
-            concludes_turn=any(r.concludes_turn for r in results),
-            contexts=tuple(c for r in results for c in r.additional_contexts),
-        )

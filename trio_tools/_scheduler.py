@@ -2,8 +2,9 @@
 balanced transcript.
 
 It checks the arguments, writes the durable journal's batch record, runs the driver
-(``_batch.py``) in the batch's nursery, and turns what the nursery raised into the one
-exception the caller sees, after balancing the transcript of an interrupted batch.
+(``_batch.py``) in the batch's nursery, and builds the outcome, or turns what the nursery
+raised into the one exception the caller sees, after balancing the transcript of an
+interrupted batch.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -20,6 +21,7 @@ import trio
 from ._batch import _Batch, _first_failure
 from ._calls import BatchOutcome, ToolCall
 from ._registry import ToolRegistry
+from ._results import AdditionalContext, Halt, aborted
 from ._signal import CancelSignal
 from ._transcript import Journal
 from ._util import leaf_exceptions, logger
@@ -137,7 +139,7 @@ async def run_tool_calls(
             # failure: the transcript must still balance.  Shielded because the journal
             # writes are what the cancellation must not cut short.
             with trio.CancelScope(shield=True):
-                await batch.close_after_interruption()
+                await _close_after_interruption(batch)
     finally:
         dispose()
     if error is None and batch.failures:
@@ -145,7 +147,7 @@ async def run_tool_calls(
     if error is not None:
         # Raised outside the handler, so it does not drag the group along as its context.
         raise error
-    return batch.outcome()
+    return _outcome(batch)
 
 
 def _one_exception(group: BaseException, failures: list[Exception]) -> BaseException:
@@ -167,3 +169,50 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
         return _first_failure(failures)
     # Only Cancelled: they are interchangeable (the cancelled scope catches any of them).
     return leaves[0]
+
+
+async def _close_after_interruption(batch: _Batch) -> None:
+    """Balance the journal after an interruption, before it propagates.
+
+    Started calls are committed with the result the registry published for them (also
+    when ``execute`` then raised); unstarted calls get ``record_call`` and the synthetic
+    ``ABORTED_BEFORE_DISPATCH``.  A failing journal write is logged and ends this.
+    """
+    try:
+        for index in range(batch.committed, len(batch.calls)):
+            if index < batch.next:
+                result = batch.results[index] or batch.published[index]
+                if result is None:  # pragma: no cover - the registry always publishes
+                    result = aborted(body_invoked=True, synthetic=True)
+            else:
+                if batch.recorded <= index:
+                    await batch._record_call(index)
+                result = batch._synthetic(index)
+            batch.results[index] = result
+            await batch._record_result(index, result)
+            batch.committed = index + 1
+    except Exception:
+        logger.exception("the journal failed while closing an interrupted batch")
+
+
+def _outcome(batch: _Batch) -> BatchOutcome:
+    """The outcome of a batch whose every call is committed."""
+    results = tuple(result for result in batch.results if result is not None)
+    assert len(results) == len(batch.calls)
+    halt: Halt | None = None
+    concludes_turn = False
+    contexts: list[AdditionalContext] = []
+    for result in results:  # one pass: this runs for every call of the batch
+        if halt is None:
+            halt = result.halt
+        if result.concludes_turn:
+            concludes_turn = True
+        if result.additional_contexts:
+            contexts.extend(result.additional_contexts)
+    return BatchOutcome(
+        results=results,
+        aborted=batch.signal.cancelled,
+        halt=halt,
+        concludes_turn=concludes_turn,
+        contexts=tuple(contexts),
+    )
