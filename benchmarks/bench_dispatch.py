@@ -862,13 +862,27 @@ async def bench_cancel(cfg: Config) -> None:
     }
     if scheduler() is not None:
         variants["batch"] = batch_cancel
+    # Diagnostic only: the signal and ambient variants again with the cyclic collector off,
+    # since when its full collections fall (and so how many a window holds) moves with the
+    # number of objects every call allocates, not only with the work done.
+    collector_off = ("execute", "ambient")
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    samples_off: dict[str, list[float]] = {name: [] for name in collector_off}
     for index in range(cfg.warmup + cfg.rounds):
         for name, fn in variants.items():
             gc.collect()
             elapsed = await fn(n)
             if index >= cfg.warmup:
                 samples[name].append(elapsed)
+        for name in collector_off:
+            gc.collect()
+            gc.disable()
+            try:
+                elapsed = await variants[name](n)
+            finally:
+                gc.enable()
+            if index >= cfg.warmup:
+                samples_off[name].append(elapsed)
     median = {name: statistics.median(values) for name, values in samples.items()}
 
     def ratio(name: str, floor: str = "floor") -> float:
@@ -904,6 +918,13 @@ async def bench_cancel(cfg: Config) -> None:
     )
     diag(f"execute: {median['execute'] * 1e3:.2f} ms ({us(median['execute'] / n)}/call)")
     diag(f"ambient: {median['ambient'] * 1e3:.2f} ms ({us(median['ambient'] / n)}/call)")
+    off = {name: statistics.median(values) for name, values in samples_off.items()}
+    pairs_off = zip(samples_off["ambient"], samples_off["execute"], strict=True)
+    diag(
+        f"collector off: execute {us(off['execute'] / n)}/call, ambient "
+        f"{us(off['ambient'] / n)}/call, ambient vs signal "
+        f"{statistics.median(a / b for a, b in pairs_off):.2f}"
+    )
     shape = "per-call nursery, ambient"
     diag(
         f"plain-Trio ambient floor (each task its own nursery, the body's Cancelled caught in it "

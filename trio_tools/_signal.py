@@ -85,9 +85,7 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_reason")
 
     _reason: CancelReason | None
-    # Keyed by a counter value, except a bound scope: it is its own key and entry (see
-    # ``_bind``).
-    _listeners: dict[object, Listener | trio.CancelScope]
+    _listeners: dict[int, Listener]
 
     def __init__(self) -> None:
         self._reason = None
@@ -158,16 +156,15 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
-    def _bind(self, scope: trio.CancelScope) -> trio.CancelScope:
+    def _bind(self, scope: trio.CancelScope) -> int:
         """Cancel ``scope`` when the signal fires; return the key that unbinds it.
 
         Behind ``open_scope()``, and used by the registry to bind the body's per-call
-        nursery scope directly.  The signal must not have fired.  The scope (hashed by
-        identity) is both the key and the entry: every in-flight call has one, and this
-        spares it a listener object and a key.
+        nursery scope directly.  The signal must not have fired.
         """
-        self._listeners[scope] = scope
-        return scope
+        key = next(_keys)
+        self._listeners[key] = _ScopeCanceller(scope)
+        return key
 
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it.
@@ -206,13 +203,13 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if isinstance(fn, trio.CancelScope):
+            if isinstance(fn, _ScopeCanceller):
                 # The usual listener (every call's body scope): cancelled directly, with
                 # the scope's reason text built once for all the scopes of this signal.
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
-                    fn.cancel(reason=text)
+                    fn._scope.cancel(reason=text)
                 except Exception:
                     logger.exception("cancel listener %r raised", fn)
                 except BaseException as exc:
@@ -260,6 +257,18 @@ class _Follower:
         self.signal._fire(self._parent_fired(reason))
 
 
+class _ScopeCanceller:
+    """A listener that cancels a scope (a slotted object: smaller than a closure)."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self._scope = scope
+
+    def __call__(self, reason: CancelReason) -> None:
+        self._scope.cancel(reason=_scope_reason(reason))
+
+
 def _noop() -> None:
     pass
 
@@ -273,7 +282,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
     def __init__(self, signal: CancelSignal) -> None:
         self._signal = signal
         self._scope = trio.CancelScope()
-        self._key: object = None  # the binding, once entered
+        self._key = -1
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()
