@@ -478,6 +478,77 @@ async def test_the_wrappers_replacement_firing_aborts_the_body_but_not_the_calle
     assert 0 == h.signal.statistics().listeners
 
 
+async def test_a_signal_derived_from_the_callers_is_the_bodys_own_and_follows_the_caller(
+    h: Harness,
+) -> None:
+    """Fusing a signal that already follows the caller's would add nothing: the body gets
+    it as it is, it fires with the caller's reason, and no listener is left behind."""
+    stages = Stages(h)
+    signals: dict[str, CancelSignal] = {}
+
+    async def wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+        async with open_signal(execution.signal, timeout=60) as narrowed:
+            execution.signal = signals["narrowed"] = narrowed
+            return await call_next()
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        signals["body"] = ctx.signal
+        stages.reached.set()
+        await trio.sleep_forever()
+        return "unreachable"
+
+    h.registry.add_around_execute(wrapper)
+    stages.body(body)
+
+    async with trio.open_nursery() as nursery:
+        pending = h.start_execute(nursery)
+        await stages.reached.wait()
+        assert signals["body"] is signals["narrowed"]
+        assert 1 == h.signal.statistics().listeners  # the narrowed signal's link only
+        h.source.cancel("user pressed stop")
+        assert CancelReason("CANCELLED", "user pressed stop") == signals["body"].reason
+
+    assert aborted() == pending.result
+    assert 0 == h.signal.statistics().listeners
+    assert 0 == signals["narrowed"].statistics().listeners
+
+
+async def test_a_derived_signal_already_detached_from_the_caller_is_still_fused(
+    h: Harness,
+) -> None:
+    """A wrapper that hands on a derived signal after leaving its ``open_signal`` block
+    (so it no longer follows the caller) cannot detach the body from the caller."""
+    stages = Stages(h)
+    signals: dict[str, CancelSignal] = {}
+
+    async def wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+        async with open_signal(execution.signal) as detached:
+            pass
+        execution.signal = signals["detached"] = detached
+        return await call_next()
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        signals["body"] = ctx.signal
+        stages.reached.set()
+        await trio.sleep_forever()
+        return "unreachable"
+
+    h.registry.add_around_execute(wrapper)
+    stages.body(body)
+
+    async with trio.open_nursery() as nursery:
+        pending = h.start_execute(nursery)
+        await stages.reached.wait()
+        assert signals["body"] is not signals["detached"]
+        h.source.cancel("user pressed stop")
+        assert CancelReason("CANCELLED", "user pressed stop") == signals["body"].reason
+
+    assert aborted() == pending.result
+    assert not signals["detached"].cancelled
+    assert 0 == h.signal.statistics().listeners
+    assert 0 == signals["detached"].statistics().listeners
+
+
 @pytest.mark.parametrize("with_wrapper", [False, True])
 async def test_the_body_sees_the_callers_signal_when_no_wrapper_replaced_it(
     h: Harness, with_wrapper: bool

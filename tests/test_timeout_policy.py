@@ -408,8 +408,7 @@ async def test_callers_own_deadline_over_many_timed_calls_is_aborted_not_timeout
     assert results == [aborted] * 200
     assert trio.current_time() == 1
     await trio.sleep(100)  # past every cancelled timer's deadline
-    service = timer_service.get()
-    assert (len(service._heap), service._inactive) == (0, 0)
+    assert timer_service.get().statistics() == (0, 0)
     assert source.signal.statistics().listeners == 0
 
 
@@ -545,10 +544,11 @@ async def test_deadline_timers_of_calls_that_finished_in_time_are_compacted(
         result = await registry.execute(_call(source.signal, call_id=f"call-{i}"))
         assert result == ToolResult(content=(TextBlock("done"),))
 
-    heap = timer_service.get()._heap
-    # Compaction runs once more than 64 cancelled timers make up over half the heap; with
-    # no timer left active, at most 64 dead entries may wait there.
-    assert len(heap) <= 64
+    armed, entries = timer_service.get().statistics()
+    # Compaction runs once more than 64 disarmed timers make up over half the heap; with
+    # no timer left armed, at most 64 dead entries may wait there.
+    assert armed == 0
+    assert entries <= 64
     assert source.signal.statistics().listeners == 0
 
 

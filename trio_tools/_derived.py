@@ -17,10 +17,8 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import final
 
-import trio
-
 from ._signal import CancelReason, CancelSignal, _Follower, _keys
-from ._timers import Timer, run_timers
+from ._timers import TimerService, run_timers
 
 __all__ = ["open_signal"]
 
@@ -28,33 +26,39 @@ __all__ = ["open_signal"]
 class _Link(_Follower):
     """A derived signal that fires on the first of its parents or a deadline.
 
-    Shared by :func:`open_signal` and the registry's fusion of the caller's signal with a
-    wrapper's replacement.  :meth:`detach` removes every listener it put on a parent and stops
-    its timer; it does not fire the derived signal.
+    Shared by :func:`open_signal`, the timeout policy and the registry's fusion of the
+    caller's signal with a wrapper's replacement.  While attached, the derived signal's
+    ``_parents`` are the parents it listens to (see :func:`follows`).  :meth:`detach` removes
+    every listener it put on a parent and disarms its timer; it does not fire the derived
+    signal.
     """
 
-    __slots__ = ("_code", "_deadline", "_disposers", "_fatal", "_timeout", "_timer")
+    __slots__ = ("_code", "_deadline", "_disposers", "_fatal", "_timeout", "_timer", "_timers")
 
     def __init__(
         self,
         parents: tuple[CancelSignal, ...],
-        deadline: float = math.inf,
-        code: str | None = None,
         timeout: float | None = None,
+        deadline: float | None = None,
+        code: str = "DEADLINE_EXCEEDED",
     ) -> None:
-        """``code`` (with a finite ``deadline``) arms the deadline; ``timeout``, when given,
-        is what the reason's message reports."""
+        """Follow ``parents`` and, if given, ``timeout`` seconds from now or the absolute
+        ``deadline``, whichever comes first (on a tie, the timeout's message)."""
         # What ``CancelSignal._create()`` does, without the metaclass call: every timed
-        # call and every fusion makes one.
+        # call makes one.
         signal = object.__new__(CancelSignal)
         signal._reason = None
         signal._listeners = {}
+        signal._parents = ()
         self.signal = signal
-        self._deadline = deadline
         self._code = code
-        self._timeout = timeout
+        self._deadline = math.inf
+        self._timeout: float | None = None  # the timeout the deadline's reason reports
+        # Each parent with the key of this link's listener on it.
         self._disposers: list[tuple[CancelSignal, int]] = []
-        self._timer: Timer | None = None
+        # The armed deadline: its key in ``_timers`` (the run's timer service), or -1.
+        self._timer = -1
+        self._timers: TimerService | None = None
         # What a listener raised (KeyboardInterrupt...) when the deadline fired the signal
         # from the timer task: re-raised by close(), in the task that owns the signal.
         self._fatal: BaseException | None = None
@@ -63,24 +67,32 @@ class _Link(_Follower):
         for parent in parents:
             reason = parent._reason
             if reason is not None:
-                self.signal._fire(reason)
+                signal._fire(reason)
                 return
-        if code is not None:
-            if deadline <= trio.current_time():
-                self.signal._fire(self._deadline_reason())
+        if timeout is not None or (deadline is not None and deadline != math.inf):
+            timers = run_timers()
+            now = timers.clock.current_time()
+            when = math.inf if deadline is None else deadline
+            if timeout is not None and now + timeout <= when:
+                when = now + timeout
+                self._timeout = timeout
+            self._deadline = when
+            if when <= now:
+                signal._fire(self._deadline_reason())
                 return
-            if deadline != math.inf:
-                self._timer = run_timers().schedule(deadline, self._on_deadline)
+            self._timers = timers
+            self._timer = timers.arm(when, self)
         # The link itself is the listener: _propagate recognises it and walks into the
         # derived signal instead of recursing.
+        disposers = self._disposers
         for parent in parents:
             key = next(_keys)
             parent._listeners[key] = self
-            self._disposers.append((parent, key))
+            disposers.append((parent, key))
+        signal._parents = parents
 
     def _deadline_reason(self) -> CancelReason:
         # Made only when the deadline fires: most deadlines never do.
-        assert self._code is not None
         timeout = self._timeout
         if timeout is None:
             return CancelReason(self._code, "deadline exceeded")
@@ -91,13 +103,19 @@ class _Link(_Follower):
         # Deterministic tie-break: a parent firing at or after the deadline (same virtual
         # instant, whichever task Trio happened to run first) reports the deadline, which had
         # already passed.
-        if self._timer is not None and trio.current_time() >= self._deadline:
+        timers = self._timers
+        if (
+            self._timer >= 0
+            and timers is not None
+            and timers.clock.current_time() >= self._deadline
+        ):
             reason = self._deadline_reason()
         self.detach()
         return reason
 
-    def _on_deadline(self) -> None:
-        self._timer = None
+    def expired(self) -> None:
+        """The deadline passed: fire (called by the timer service, in its task)."""
+        self._timer = -1
         self.detach()
         try:
             self.signal._fire(self._deadline_reason())
@@ -115,13 +133,26 @@ class _Link(_Follower):
             raise fatal
 
     def detach(self) -> None:
-        for parent, key in self._disposers:
+        self.signal._parents = ()
+        disposers = self._disposers
+        for parent, key in disposers:
             parent._listeners.pop(key, None)
-        self._disposers.clear()
+        disposers.clear()
         timer = self._timer
-        if timer is not None:
-            self._timer = None
-            run_timers().cancel(timer)
+        if timer >= 0:
+            self._timer = -1
+            assert self._timers is not None  # set with the timer
+            self._timers.disarm(timer)
+
+
+def follows(signal: CancelSignal, parent: CancelSignal) -> bool:
+    """Whether ``signal`` is a derived signal attached to ``parent`` (so fires when it does).
+
+    Fusing such a signal with ``parent`` would add nothing: it already fires whenever
+    ``parent`` does, with the same reason (or, on a tie with its own deadline, the
+    deadline's, which a fusion would hand on too).
+    """
+    return parent in signal._parents
 
 
 @final
@@ -144,19 +175,8 @@ class _OpenSignal(AbstractAsyncContextManager[CancelSignal]):
     async def __aenter__(self) -> CancelSignal:
         if self._link is not None:
             raise RuntimeError("open_signal() context managers are single-use")
-        timeout = self._timeout
-        deadline = self._deadline
-        if timeout is None and deadline is None:
-            self._link = _Link(self._parents)
-            return self._link.signal
         # The timeout is measured from entry, not from the call to open_signal().
-        when = math.inf if deadline is None else deadline
-        reported: float | None = None
-        if timeout is not None:
-            relative = trio.current_time() + timeout
-            if relative <= when:
-                when, reported = relative, timeout
-        self._link = _Link(self._parents, when, self._code, reported)
+        self._link = _Link(self._parents, self._timeout, self._deadline, self._code)
         return self._link.signal
 
     async def __aexit__(

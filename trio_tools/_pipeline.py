@@ -18,7 +18,7 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import trio
@@ -26,7 +26,7 @@ import trio
 from ._arguments import parse_arguments
 from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
-from ._derived import _Link
+from ._derived import _Link, follows
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
@@ -72,6 +72,7 @@ from ._stages import (
     ResultObserver,
     Stages,
 )
+from ._timeout import TimeoutPolicy, run_timed
 from ._util import cancelled_here, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -259,12 +260,20 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = AroundChain(wrappers, run, dispatch, args)
+    if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
+        # The timeout policy alone (a timed tool, no wrapper of the user's) needs neither
+        # the chain's view nor a call_next: it runs straight around dispatch.
+        chain = None
+        awaitable: Awaitable[object] = run_timed(run, dispatch, run, args)
+    else:
+        chain = AroundChain(wrappers, run, dispatch, args)
+        awaitable = chain.start()
     try:
         try:
-            result = checked_result(await chain.start())
+            result = checked_result(await awaitable)
         finally:
-            chain.open = False  # a call_next kept past the chain refuses to run
+            if chain is not None:
+                chain.open = False  # a call_next kept past the chain refuses to run
     except Exception as exc:
         raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
     except trio.Cancelled as exc:
@@ -279,16 +288,20 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """The end of the around-execute chain: run the body to quiescence.
 
     Fuses the caller's signal (captured at entry) with the wrapper's current
-    ``exec.signal`` (the same object: no fusion), runs the body in a per-call nursery
-    inside the fused signal's scope, removes the fusion's listeners and restores
-    ``exec.signal`` to the wrapper's value.
+    ``exec.signal`` (no fusion when that is the caller's signal or a signal derived from
+    it, such as the timeout policy's: it already fires whenever the caller's does), runs
+    the body in a per-call nursery inside the fused signal's scope, removes the fusion's
+    listeners and restores ``exec.signal`` to the wrapper's value.
     """
     definition = run.definition
     assert definition is not None
     call: Any = definition._call  # awaited below unless sync (no run-time `cast` call)
     wrapper_signal = run.dispatch_signal
+    caller_signal = run.caller_signal
     link = (
-        None if wrapper_signal is run.caller_signal else _Link((run.caller_signal, wrapper_signal))
+        None
+        if wrapper_signal is caller_signal or follows(wrapper_signal, caller_signal)
+        else _Link((caller_signal, wrapper_signal))
     )
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None

@@ -82,14 +82,17 @@ class CancelSignal(metaclass=NoPublicConstructor):
     mutating method: only its owner (the source) can fire it.
     """
 
-    __slots__ = ("__weakref__", "_listeners", "_reason")
+    __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
     _listeners: dict[int, Listener]
+    # A derived signal's parents while it listens to them (``_derived``); else empty.
+    _parents: tuple[CancelSignal, ...]
 
     def __init__(self) -> None:
         self._reason = None
         self._listeners = {}
+        self._parents = ()
 
     def __repr__(self) -> str:
         state = f"cancelled {self._reason!r}" if self._reason is not None else "active"

@@ -8,12 +8,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from ._derived import _Link
-from ._execution import ToolDispatchExecution
+from ._execution import ToolDispatchExecution, _Run
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
-from ._signal import CancelSignal
 from ._util import check_timeout_value
 
 if TYPE_CHECKING:
@@ -34,38 +31,51 @@ class TimeoutPolicy:
     def __repr__(self) -> str:
         return "<trio_tools.timeout_policy()>"
 
-    async def __call__(
+    def __call__(
         self, exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
-    ) -> ToolResult:
-        definition = exec.definition
-        timeout: Any = None if definition is None else definition.timeout
+    ) -> Awaitable[ToolResult]:
+        # The coroutine itself, not an ``async def`` awaiting it: one layer less per call.
+        return run_timed(exec._run, call_next)
+
+
+async def run_timed(
+    run: _Run, step: Callable[..., Awaitable[ToolResult]], *args: object
+) -> ToolResult:
+    """The timeout policy applied to ``await step(*args)``: the rest of the call's chain."""
+    definition = run.definition
+    timeout: Any = None if definition is None else definition.timeout
+    if timeout is None:
+        return await step(*args)
+    if callable(timeout):
+        timeout = _evaluate(run, timeout)
         if timeout is None:
-            return await call_next()
-        if callable(timeout):
-            timeout = _evaluate(exec, timeout)
-            if timeout is None:
-                return await call_next()
-        outer = exec.signal
-        # What `async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT)` does,
-        # without the context manager's argument checks (the definition validated the
-        # timeout): this runs on every timed call.
-        link = _Link((outer,), trio.current_time() + timeout, TOOL_TIMEOUT, timeout)
-        narrowed = link.signal
-        exec.signal = narrowed
-        try:
-            result = await call_next()
-        finally:
-            exec.signal = outer
-            link.close()
-        if not _deadline_fired_first(narrowed, outer):
-            return result
-        return error_result(
-            "ToolTimeoutError",
-            TOOL_TIMEOUT,
-            f"tool call timed out after {timeout:g}s",
-            additional_contexts=result.additional_contexts,
-            halt=result.halt,
-        )
+            return await step(*args)
+    outer = run.dispatch_signal
+    # What `async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT)` does,
+    # without the context manager's argument checks (the definition validated the
+    # timeout): this runs on every timed call.
+    link = _Link((outer,), timeout, None, TOOL_TIMEOUT)
+    narrowed = link.signal
+    run.dispatch_signal = narrowed  # what ``exec.signal = narrowed`` does
+    try:
+        result = await step(*args)
+    finally:
+        run.dispatch_signal = outer
+        link.close()
+    # Whether the narrowed signal fired because of its own deadline rather than ``outer``:
+    # fired because a parent did, it carries that parent's reason object; any other reason
+    # is the one made for its deadline.  Identity, not the code or even equality, tells
+    # them apart: the caller may cancel with a reason equal to the deadline's.
+    reason = narrowed._reason
+    if reason is None or reason is outer._reason:
+        return result
+    return error_result(
+        "ToolTimeoutError",
+        TOOL_TIMEOUT,
+        f"tool call timed out after {timeout:g}s",
+        additional_contexts=result.additional_contexts,
+        halt=result.halt,
+    )
 
 
 def is_timeout_policy(wrapper: object) -> bool:
@@ -73,7 +83,7 @@ def is_timeout_policy(wrapper: object) -> bool:
     return type(wrapper) is TimeoutPolicy
 
 
-def _evaluate(exec: ToolDispatchExecution, timeout: Callable[[Any], object]) -> float | None:
+def _evaluate(run: _Run, timeout: Callable[[Any], object]) -> float | None:
     """A callable ``timeout`` applied to the call's parsed arguments, checked.
 
     Raises:
@@ -81,15 +91,15 @@ def _evaluate(exec: ToolDispatchExecution, timeout: Callable[[Any], object]) -> 
             ``None`` (the call is then ``WRAPPER_FAILED``); the message names the tool.
     """
     try:
-        value = timeout(exec._run.parsed)
+        value = timeout(run.parsed)
     except Exception as exc:
         raise ValueError(
-            f"timeout of tool {exec.name!r} raised {type(exc).__name__}: {exc}"
+            f"timeout of tool {run.name!r} raised {type(exc).__name__}: {exc}"
         ) from exc
     try:
         return check_timeout_value(value)
     except ValueError as exc:
-        raise ValueError(f"timeout of tool {exec.name!r}: {exc}") from None
+        raise ValueError(f"timeout of tool {run.name!r}: {exc}") from None
 
 
 def timeout_policy() -> AroundWrapper:
@@ -121,15 +131,3 @@ def timeout_policy() -> AroundWrapper:
     with the caller's signal untouched: their body's ``ctx.signal`` is the caller's own.
     """
     return TimeoutPolicy()
-
-
-def _deadline_fired_first(narrowed: CancelSignal, outer: CancelSignal) -> bool:
-    """Whether ``narrowed`` fired because of its own deadline rather than ``outer``.
-
-    A derived signal that fired because a parent did carries that parent's reason object;
-    any other reason is the one ``open_signal`` made for its deadline.  Identity, not the
-    code or even equality, is what tells them apart: the caller may cancel with a reason
-    equal to the deadline's.
-    """
-    reason = narrowed.reason
-    return reason is not None and reason is not outer.reason

@@ -5,82 +5,95 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
 from ._util import logger
 
-# Breaks ties between equal deadlines in the heap (a Timer does not compare).
-_sequence = itertools.count()
 
+class Expiring(Protocol):
+    """What a timer holds: told once when its deadline passes, unless cancelled first."""
 
-class Timer:
-    """One armed deadline: ``fn()`` runs in the timer task when it passes, unless cancelled."""
-
-    __slots__ = ("active", "deadline", "fn")
-
-    def __init__(self, deadline: float, fn: Callable[[], None]) -> None:
-        self.deadline = deadline
-        self.fn = fn
-        self.active = True
+    def expired(self) -> None:
+        """The deadline passed (called in the timer task)."""
 
 
 class TimerService:
-    """Fires every ``open_signal`` deadline of one Trio run from a single system task.
+    """Fires every derived signal's deadline of one Trio run from a single system task.
 
     A per-call task would cost a spawn and a nursery per timed call; one heap and one cancel
-    scope whose deadline tracks the earliest timer cost a push.  Cancelled timers are dropped
-    lazily and the heap is compacted when they dominate it.
+    scope whose deadline tracks the earliest timer cost a push.  Most deadlines never fire
+    (the call finishes first), so arming and disarming one is what every timed call pays:
+    a heap entry holds only ``(deadline, key)``, and the armed objects live in a dict, so
+    disarming is one ``dict.pop`` and frees the object at once.  The entries left behind are
+    skipped when they come up and compacted when they dominate the heap.
     """
 
+    __slots__ = ("_armed", "_heap", "_keys", "_scope", "_wake", "clock")
+
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Timer]] = []
+        # The run's clock, read directly: cheaper than trio.current_time() per timed call.
+        self.clock = trio.lowlevel.current_clock()
+        self._heap: list[tuple[float, int]] = []
+        self._armed: dict[int, Expiring] = {}
+        self._keys = itertools.count()  # also breaks ties between equal deadlines, FIFO
         self._scope: trio.CancelScope | None = None
-        self._inactive = 0
+        # The scope's deadline (a float, cheaper to compare than the scope's property);
+        # -inf while run() fires timers, outside the scope.
+        self._wake = -math.inf
 
-    def schedule(self, deadline: float, fn: Callable[[], None]) -> Timer:
-        timer = Timer(deadline, fn)
-        heapq.heappush(self._heap, (deadline, next(_sequence), timer))
-        scope = self._scope
-        if scope is not None and deadline < scope.deadline:
-            scope.deadline = deadline
-        return timer
+    def arm(self, deadline: float, target: Expiring) -> int:
+        """Call ``target.expired()`` once ``deadline`` passes; return the key disarming it."""
+        key = next(self._keys)
+        self._armed[key] = target
+        heapq.heappush(self._heap, (deadline, key))
+        if deadline < self._wake:
+            self._wake = deadline
+            assert self._scope is not None  # set whenever _wake is above -inf
+            self._scope.deadline = deadline
+        return key
 
-    def cancel(self, timer: Timer) -> None:
-        if timer.active:
-            timer.active = False
-            self._inactive += 1
-            if self._inactive > 64 and self._inactive * 2 > len(self._heap):
+    def disarm(self, key: int) -> None:
+        """Forget the timer of ``key``; does nothing if it fired or was disarmed."""
+        armed = self._armed
+        if armed.pop(key, None) is not None:
+            heap = self._heap
+            stale = len(heap) - len(armed)
+            if stale > 64 and stale * 2 > len(heap):
                 # In place: run() may be iterating this very list.
-                self._heap[:] = [entry for entry in self._heap if entry[2].active]
-                heapq.heapify(self._heap)
-                self._inactive = 0
+                heap[:] = [entry for entry in heap if entry[1] in armed]
+                heapq.heapify(heap)
+
+    def statistics(self) -> tuple[int, int]:
+        """``(armed timers, heap entries)``: for tests."""
+        return len(self._armed), len(self._heap)
 
     async def run(self) -> None:
         heap = self._heap
+        armed = self._armed
         while True:
-            with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as scope:
-                self._scope = scope
+            wake = heap[0][0] if heap else math.inf
+            with trio.CancelScope(deadline=wake) as scope:
+                self._scope, self._wake = scope, wake
                 await trio.sleep_forever()
-            self._scope = None
+            self._scope, self._wake = None, -math.inf
             now = trio.current_time()
             while heap and heap[0][0] <= now:
-                timer = heapq.heappop(heap)[2]
-                if not timer.active:
-                    self._inactive -= 1
-                    continue
-                timer.active = False
+                target = armed.pop(heapq.heappop(heap)[1], None)
+                if target is None:
+                    continue  # disarmed
                 try:
-                    timer.fn()
-                except Exception:  # pragma: no cover - fn only fires a source, which logs
-                    logger.exception("deadline callback %r raised", timer.fn)
+                    target.expired()
+                except Exception:  # pragma: no cover - expired() only fires a signal, which logs
+                    logger.exception("deadline of %r raised", target)
 
 
 timer_service: trio.lowlevel.RunVar[TimerService] = trio.lowlevel.RunVar("trio_tools_timers")
 
 
 def run_timers() -> TimerService:
+    """The current Trio run's timer service, started on first use."""
     try:
         return timer_service.get()
     except LookupError:
