@@ -54,12 +54,14 @@ def _first_failure(failures: list[Exception]) -> Exception:
 class _CallReport:
     """The registry's private hooks for one call of the batch (``_stages.CallHooks``)."""
 
-    __slots__ = ("_batch", "_index", "_slot_held")
+    __slots__ = ("_batch", "_index", "_slot_held", "marks_dispatch")
 
     def __init__(self, batch: _Batch, index: int, parallel: bool) -> None:
         self._batch = batch
         self._index = index
         self._slot_held = parallel
+        # Only a journal with `record_dispatch` has a marker to write before the body.
+        self.marks_dispatch = batch.record_dispatch is not None
 
     def gate_passed(self) -> None:
         self._batch.gate_passed[self._index] = True

@@ -392,7 +392,12 @@ def _decode(text: str) -> object:
         return _DECODER.decode(text)
 
 
+_PARSED_EMPTY_OBJECT: tuple[object, str | None] = (_EMPTY_OBJECT, None)
+
+
 def _parse_text(text: str) -> tuple[object, str | None]:
+    if text == "{}":  # a model's most common arguments: no decoder run
+        return _PARSED_EMPTY_OBJECT
     if not text.strip():
         return _EMPTY_OBJECT, None
     try:

@@ -313,7 +313,11 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
             return aborted(body_invoked=False)
         hooks: CallHooks | None = run.hooks
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
-        if hooks is not None and (not await hooks.dispatching() or fused._reason is not None):
+        if (
+            hooks is not None
+            and hooks.marks_dispatch
+            and (not await hooks.dispatching() or fused._reason is not None)
+        ):
             return aborted(body_invoked=False)
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused

@@ -186,6 +186,10 @@ class CallHooks(Protocol):
         run one at a time in model order while each call dispatches right after its gate.
         """
 
+    marks_dispatch: bool
+    """Whether :meth:`dispatching` has anything to do: ``False`` spares the pipeline
+    awaiting it (a batch without a durable journal writes no dispatch marker)."""
+
     async def dispatching(self) -> bool:
         """The body is about to be invoked: the last step before it, awaited.
 
