@@ -21,6 +21,7 @@ __all__ = [
     "is_async_body",
     "is_partial",
     "keyword_call",
+    "run_sync_body",
 ]
 
 SIGNATURE_CONTEXT = "__trio_tools_context__"
@@ -100,3 +101,17 @@ def keyword_call(fn: Callable[..., object], context: str) -> Callable[[Any, obje
             return fn(**keywords)
 
     return call
+
+
+def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx: Any) -> object:
+    """A sync body ``call(args, ctx)`` of the tool ``name``, in its worker thread."""
+    value = call(args, ctx)
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()  # a coroutine nobody will await: no "never awaited" warning
+        raise TypeError(
+            f"tool {name!r} is a plain function that returned an awaitable "
+            f"({type(value).__name__}); define it with `async def` to run it in Trio"
+        )
+    return value

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from ._arguments import parse_arguments
+from ._body import run_sync_body
 from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
 from ._derived import _Link, follows
@@ -31,7 +32,6 @@ from ._execution import (
     FinalizeContent,
     ToolDefinition,
     ToolExecution,
-    ToolRunContext,
     _Run,
     run_context,
 )
@@ -333,7 +333,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                     # (it sees cancellation through ctx.check_cancelled()).
                     value = await trio.to_thread.run_sync(
                         run_sync_body,
-                        definition,
+                        call,
+                        definition.name,
                         args,
                         ctx,
                         abandon_on_cancel=False,
@@ -486,17 +487,3 @@ async def publish(run: _Run, result: ToolResult) -> None:
                 fatal = exc
     if fatal is not None:
         raise fatal
-
-
-def run_sync_body(definition: ToolDefinition[Any], args: Any, ctx: ToolRunContext) -> object:
-    """A sync body, in its worker thread."""
-    value = definition._call(args, ctx)
-    if inspect.isawaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()  # a coroutine nobody will await: no "never awaited" warning
-        raise TypeError(
-            f"tool {definition.name!r} is a plain function that returned an awaitable "
-            f"({type(value).__name__}); define it with `async def` to run it in Trio"
-        )
-    return value
