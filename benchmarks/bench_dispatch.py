@@ -633,12 +633,37 @@ async def bench_batch(cfg: Config) -> None:
             calls = [tool_call(call_id=cid, name="noop", arguments="{}") for cid in call_ids]
             await run_tool_calls(registry, calls, signal=signal, max_parallel=size)
 
+    async def chained_batch() -> None:
+        async with trio.open_nursery() as nursery:
+            pending = iter(call_ids)
+
+            async def one(call_id: str) -> None:
+                following = next(pending, None)
+                if following is not None:
+                    nursery.start_soon(one, following)
+                input = ToolExecutionInput(
+                    call_id=call_id, name="noop", arguments={}, signal=signal
+                )
+                await registry.execute(input)
+
+            nursery.start_soon(one, next(pending))
+
+    async def execute_chained(n: int) -> None:
+        # Diagnostic: what the scheduler's rule "the next call starts once the previous
+        # one passed its gate" costs in itself.  Each call's task is spawned by the
+        # previous one, so every call begins one schedule point after the last.
+        for _ in range(n // size):
+            await chained_batch()
+
     calls = [tool_call(call_id=cid, name="noop", arguments="{}") for cid in call_ids]
     outcome = await run_tool_calls(registry, calls, signal=signal, max_parallel=size)
     if list(outcome.results) != [OK_RESULT] * size:
         raise AssertionError(f"benchmark batch misbehaves: {outcome.results[:3]!r}...")
     samples = await run_rounds(
-        cfg, {"floor": floor_batches, "P4": scheduler_batches}, batches * size, size
+        cfg,
+        {"floor": floor_batches, "P4": scheduler_batches, "chained": execute_chained},
+        batches * size,
+        size,
     )
     goal_line(
         "P4",
@@ -650,6 +675,11 @@ async def bench_batch(cfg: Config) -> None:
     diag(
         f"run_tool_calls {us(samples.median('P4'))}/call ({samples.spread('P4')}), "
         f"{batches} batch(es)/round; CPU-time ratio {samples.cpu_ratio('P4'):.2f}"
+    )
+    diag(
+        f"execute chained (each call spawned by the previous one, as the gate order "
+        f"requires, no scheduler) {us(samples.median('chained'))}/call, ratio "
+        f"{samples.ratio('chained'):.2f}; run_tool_calls vs it {samples.ratio('P4', 'chained'):.2f}"
     )
 
 

@@ -929,6 +929,54 @@ async def test_ambient_cancellation_during_the_body_publishes_aborted_then_rerai
     assert not h.signal.cancelled
 
 
+@pytest.mark.parametrize("first", ["body", "child"])
+async def test_a_failure_under_ambient_cancellation_is_tool_failed_in_either_order(
+    h: Harness, first: str
+) -> None:
+    """An enclosing scope cancels the body and its ``start_soon`` child; the child raises
+    while cleaning up.  Whichever of the two Trio finishes first, the real failure is the
+    call's result: ``TOOL_FAILED``, returned (no exception group escapes ``execute``)."""
+    body_done = trio.Event()
+    child_failed = trio.Event()
+
+    async def child() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if first == "body":
+                with trio.CancelScope(shield=True):  # clean-up that outlasts the body
+                    await body_done.wait()
+            child_failed.set()
+            raise ValueError("boom in clean-up")
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.start_soon(child)
+        try:
+            await trio.sleep_forever()
+        finally:
+            if first == "child":
+                with trio.CancelScope(shield=True):  # clean-up that outlasts the child
+                    await child_failed.wait()
+            body_done.set()
+        return "unreachable"
+
+    h.registry.register(define_tool(body, name=TOOL))
+    returned: list[ToolResult] = []
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+
+            async def call() -> None:
+                returned.append(await h.registry.execute(h.input()))
+
+            nursery.start_soon(call)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+
+    assert [error("ValueError", "TOOL_FAILED", "boom in clean-up")] == returned
+    assert returned == h.published
+    assert returned[0] is h.published[0]
+
+
 async def test_ambient_cancellation_during_a_pre_hook_publishes_before_dispatch_then_reraises(
     h: Harness,
 ) -> None:

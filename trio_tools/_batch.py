@@ -209,14 +209,15 @@ class _Batch:
     def _advance(self) -> bool:
         """:meth:`changed` for a batch without a journal; ``False`` to wake the driver."""
         calls, results = self.calls, self.results
+        count = len(calls)
         index = self.committed
-        while index < len(calls) and results[index] is not None:
+        while index < count and results[index] is not None:
             index += 1
         self.committed = index
-        if index == len(calls) or self.failures or self.halted or self.signal.cancelled:
+        if index == count or self.failures or self.halted or self.signal.cancelled:
             return False
         index = self.next
-        if not self.candidate and index < len(calls) and self._may_start(index):
+        if index < count and not self.candidate and self._may_start(index):
             # What can still keep it from starting is decided when the candidate runs.
             # Spawned in the caller's context, like the driver's starts (a task copies its
             # spawner's context, and this is a call task).

@@ -142,14 +142,19 @@ class FinalResult(Exception):
 def failure_outcome(failure: BaseException, contexts: tuple[AdditionalContext, ...]) -> ToolResult:
     """The result of a body (or its nursery's work) that raised ``failure``.
 
+    Real failures win over cancellation: when the body or its work raised an ``Exception``
+    while an enclosing scope cancelled the rest, the call is ``TOOL_FAILED`` whatever order
+    Trio ran them in (the enclosing scope's cancellation is level-triggered: its next
+    checkpoint raises ``trio.Cancelled`` again).
+
     Raises:
-        BaseException: not ours to turn into a result (ambient cancellation,
+        BaseException: not ours to turn into a result (ambient cancellation alone,
             ``KeyboardInterrupt``...).  The per-call nursery is ours: callers get a lone
             exception unwrapped, and ambient cancellation as a bare ``trio.Cancelled``
             (several are interchangeable: the cancelled scope catches any of them).
     """
     failures, others = split_failure(failure)
-    if not others:
+    if not others or (failures and all(isinstance(o, trio.Cancelled) for o in others)):
         return replace_result(failures_result(failures, TOOL_FAILED), additional_contexts=contexts)
     try:
         if not failures and (
