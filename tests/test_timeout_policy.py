@@ -545,8 +545,8 @@ async def test_deadline_timers_of_calls_that_finished_in_time_are_compacted(
         assert result == ToolResult(content=(TextBlock("done"),))
 
     armed, entries = timer_service.get().statistics()
-    # Compaction runs once more than 64 disarmed timers make up over half the heap; with
-    # no timer left armed, at most 64 dead entries may wait there.
+    # Arming compacts the heap once 64 disarmed timers or more make up over half of it;
+    # with no timer left armed, at most 64 dead entries may wait there.
     assert armed == 0
     assert entries <= 64
     assert source.signal.statistics().listeners == 0

@@ -142,7 +142,7 @@ class _Link(_Follower):
         if timer >= 0:
             self._timer = -1
             assert self._timers is not None  # set with the timer
-            self._timers.disarm(timer)
+            self._timers.armed.pop(timer, None)  # disarm
 
 
 def follows(signal: CancelSignal, parent: CancelSignal) -> bool:

@@ -18,7 +18,7 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -72,7 +72,7 @@ from ._stages import (
     ResultObserver,
     Stages,
 )
-from ._timeout import TimeoutPolicy, run_timed
+from ._timeout import TimeoutPolicy, narrow
 from ._util import cancelled_here, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -260,20 +260,25 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
-        # The timeout policy alone (a timed tool, no wrapper of the user's) needs neither
-        # the chain's view nor a call_next: it runs straight around dispatch.
-        chain = None
-        awaitable: Awaitable[object] = run_timed(run, dispatch, run, args)
-    else:
-        chain = AroundChain(wrappers, run, dispatch, args)
-        awaitable = chain.start()
+    # The timeout policy alone (a timed tool, no wrapper of the user's) runs inline around
+    # dispatch: no chain (view, call_next) and no coroutine of its own.
+    alone = len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy
+    chain = None if alone else AroundChain(wrappers, run, dispatch, args)
+    narrowing = None
     try:
         try:
-            result = checked_result(await awaitable)
+            if chain is None:
+                narrowing = narrow(run)
+                result = await dispatch(run, args)
+            else:
+                result = checked_result(await chain.start())
         finally:
             if chain is not None:
                 chain.open = False  # a call_next kept past the chain refuses to run
+            elif narrowing is not None:
+                narrowing.release()
+        if narrowing is not None:
+            result = narrowing.result(result)
     except Exception as exc:
         raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
     except trio.Cancelled as exc:
@@ -296,13 +301,9 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     definition = run.definition
     assert definition is not None
     call: Any = definition._call  # awaited below unless sync (no run-time `cast` call)
-    wrapper_signal = run.dispatch_signal
-    caller_signal = run.caller_signal
-    link = (
-        None
-        if wrapper_signal is caller_signal or follows(wrapper_signal, caller_signal)
-        else _Link((caller_signal, wrapper_signal))
-    )
+    wrapper_signal, caller_signal = run.dispatch_signal, run.caller_signal
+    fusing = wrapper_signal is not caller_signal and not follows(wrapper_signal, caller_signal)
+    link = _Link((caller_signal, wrapper_signal)) if fusing else None
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None

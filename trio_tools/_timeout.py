@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._derived import _Link
 from ._execution import ToolDispatchExecution, _Run
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
+from ._signal import CancelSignal
 from ._util import check_timeout_value
 
 if TYPE_CHECKING:
@@ -31,51 +32,75 @@ class TimeoutPolicy:
     def __repr__(self) -> str:
         return "<trio_tools.timeout_policy()>"
 
-    def __call__(
+    async def __call__(
         self, exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
-    ) -> Awaitable[ToolResult]:
-        # The coroutine itself, not an ``async def`` awaiting it: one layer less per call.
-        return run_timed(exec._run, call_next)
+    ) -> ToolResult:
+        narrowing = narrow(exec._run)
+        if narrowing is None:
+            return await call_next()
+        try:
+            result = await call_next()
+        finally:
+            narrowing.release()
+        return narrowing.result(result)
 
 
-async def run_timed(
-    run: _Run, step: Callable[..., Awaitable[ToolResult]], *args: object
-) -> ToolResult:
-    """The timeout policy applied to ``await step(*args)``: the rest of the call's chain."""
+def narrow(run: _Run) -> _Narrowing | None:
+    """Narrow the call's current signal to the tool's timeout, if it has one.
+
+    What ``exec.signal = open_signal(exec.signal, timeout=t, code=TOOL_TIMEOUT)`` does,
+    without the context manager and its argument checks (the definition validated the
+    timeout): this runs on every timed call.  ``None`` when no deadline applies.
+
+    Raises:
+        ValueError: a callable ``timeout`` raised or gave an invalid value.
+    """
     definition = run.definition
     timeout: Any = None if definition is None else definition.timeout
-    if timeout is None:
-        return await step(*args)
-    if callable(timeout):
+    if timeout is not None and callable(timeout):
         timeout = _evaluate(run, timeout)
-        if timeout is None:
-            return await step(*args)
+    if timeout is None:
+        return None
     outer = run.dispatch_signal
-    # What `async with open_signal(outer, timeout=timeout, code=TOOL_TIMEOUT)` does,
-    # without the context manager's argument checks (the definition validated the
-    # timeout): this runs on every timed call.
-    link = _Link((outer,), timeout, None, TOOL_TIMEOUT)
-    narrowed = link.signal
-    run.dispatch_signal = narrowed  # what ``exec.signal = narrowed`` does
-    try:
-        result = await step(*args)
-    finally:
-        run.dispatch_signal = outer
-        link.close()
-    # Whether the narrowed signal fired because of its own deadline rather than ``outer``:
-    # fired because a parent did, it carries that parent's reason object; any other reason
-    # is the one made for its deadline.  Identity, not the code or even equality, tells
-    # them apart: the caller may cancel with a reason equal to the deadline's.
-    reason = narrowed._reason
-    if reason is None or reason is outer._reason:
-        return result
-    return error_result(
-        "ToolTimeoutError",
-        TOOL_TIMEOUT,
-        f"tool call timed out after {timeout:g}s",
-        additional_contexts=result.additional_contexts,
-        halt=result.halt,
-    )
+    # _Link's own __init__, not an override calling it: one frame less per call.
+    narrowing = _Narrowing((outer,), timeout, None, TOOL_TIMEOUT)
+    narrowing._run = run
+    narrowing._outer = outer
+    run.dispatch_signal = narrowing.signal  # what ``exec.signal = narrowed`` does
+    return narrowing
+
+
+class _Narrowing(_Link):
+    """The timeout policy's derived signal for one call: set as ``exec.signal`` until
+    :meth:`release`, then :meth:`result` tells whether its own deadline fired first."""
+
+    __slots__ = ("_outer", "_run")
+
+    _run: _Run
+    _outer: CancelSignal  # the signal it narrows, restored by release()
+
+    def release(self) -> None:
+        """Restore the call's signal, then detach (see :meth:`_Link.close`)."""
+        self._run.dispatch_signal = self._outer
+        self.close()
+
+    def result(self, result: ToolResult) -> ToolResult:
+        """``result``, or ``TOOL_TIMEOUT`` if this deadline fired first (keeping contexts
+        and halt)."""
+        # Fired because the outer signal did, the narrowed signal carries that reason
+        # object; any other reason is the one made for its deadline.  Identity, not the
+        # code or even equality, tells them apart: the caller may cancel with a reason
+        # equal to the deadline's.
+        reason = self.signal._reason
+        if reason is None or reason is self._outer._reason:
+            return result
+        return error_result(
+            "ToolTimeoutError",
+            TOOL_TIMEOUT,
+            f"tool call timed out after {self._timeout:g}s",
+            additional_contexts=result.additional_contexts,
+            halt=result.halt,
+        )
 
 
 def is_timeout_policy(wrapper: object) -> bool:

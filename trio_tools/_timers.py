@@ -25,18 +25,19 @@ class TimerService:
     A per-call task would cost a spawn and a nursery per timed call; one heap and one cancel
     scope whose deadline tracks the earliest timer cost a push.  Most deadlines never fire
     (the call finishes first), so arming and disarming one is what every timed call pays:
-    a heap entry holds only ``(deadline, key)``, and the armed objects live in a dict, so
-    disarming is one ``dict.pop`` and frees the object at once.  The entries left behind are
-    skipped when they come up and compacted when they dominate the heap.
+    a heap entry holds only ``(deadline, key)``, and the armed objects live in ``armed``,
+    so disarming is ``armed.pop(key, None)`` (no method call) and frees the object at once.
+    The entries left behind are skipped when they come up, and compacted by :meth:`arm`
+    once they dominate the heap.
     """
 
-    __slots__ = ("_armed", "_heap", "_keys", "_scope", "_wake", "clock")
+    __slots__ = ("_heap", "_keys", "_scope", "_wake", "armed", "clock")
 
     def __init__(self) -> None:
         # The run's clock, read directly: cheaper than trio.current_time() per timed call.
         self.clock = trio.lowlevel.current_clock()
         self._heap: list[tuple[float, int]] = []
-        self._armed: dict[int, Expiring] = {}
+        self.armed: dict[int, Expiring] = {}
         self._keys = itertools.count()  # also breaks ties between equal deadlines, FIFO
         self._scope: trio.CancelScope | None = None
         # The scope's deadline (a float, cheaper to compare than the scope's property);
@@ -44,34 +45,30 @@ class TimerService:
         self._wake = -math.inf
 
     def arm(self, deadline: float, target: Expiring) -> int:
-        """Call ``target.expired()`` once ``deadline`` passes; return the key disarming it."""
+        """Call ``target.expired()`` once ``deadline`` passes; return its key in ``armed``."""
         key = next(self._keys)
-        self._armed[key] = target
-        heapq.heappush(self._heap, (deadline, key))
+        armed = self.armed
+        heap = self._heap
+        stale = len(heap) - len(armed)
+        if stale >= 64 and stale * 2 > len(heap):
+            # In place: run() may be iterating this very list.
+            heap[:] = [entry for entry in heap if entry[1] in armed]
+            heapq.heapify(heap)
+        armed[key] = target
+        heapq.heappush(heap, (deadline, key))
         if deadline < self._wake:
             self._wake = deadline
             assert self._scope is not None  # set whenever _wake is above -inf
             self._scope.deadline = deadline
         return key
 
-    def disarm(self, key: int) -> None:
-        """Forget the timer of ``key``; does nothing if it fired or was disarmed."""
-        armed = self._armed
-        if armed.pop(key, None) is not None:
-            heap = self._heap
-            stale = len(heap) - len(armed)
-            if stale > 64 and stale * 2 > len(heap):
-                # In place: run() may be iterating this very list.
-                heap[:] = [entry for entry in heap if entry[1] in armed]
-                heapq.heapify(heap)
-
     def statistics(self) -> tuple[int, int]:
         """``(armed timers, heap entries)``: for tests."""
-        return len(self._armed), len(self._heap)
+        return len(self.armed), len(self._heap)
 
     async def run(self) -> None:
         heap = self._heap
-        armed = self._armed
+        armed = self.armed
         while True:
             wake = heap[0][0] if heap else math.inf
             with trio.CancelScope(deadline=wake) as scope:
