@@ -173,7 +173,8 @@ def finish(run: _Run, result: ToolResult, finalize: FinalizeContent | None) -> T
     concludes = (run.concludes or result.concludes_turn) and not result.is_error
     meta = result.meta
     try:
-        meta = freeze(meta)
+        if meta is not None:  # the usual case skips the call
+            meta = freeze(meta)
     except NotJSONError as exc:
         result = replace_result(
             not_json_result("result", exc), additional_contexts=result.additional_contexts

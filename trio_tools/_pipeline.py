@@ -38,13 +38,12 @@ from ._execution import (
 from ._failures import exception_result, stray_or_raise
 from ._gate import gate
 from ._input import ToolExecutionInput
-from ._json import NotJSONError
+from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
     body_result,
     failure_outcome,
     finish,
-    materialise,
     not_json_result,
     with_body_contexts,
 )
@@ -63,6 +62,7 @@ from ._results import (
     error_result,
     make_result,
     replace_result,
+    text_result,
 )
 from ._stages import (
     AroundWrapper,
@@ -145,13 +145,15 @@ async def run_call(
                 if not result.is_error:
                     # Ambient cancellation swallowed by a stage re-raises here.
                     await trio.lowlevel.checkpoint_if_cancelled()
-                    result = cancellation_overrides(run, result)
+                    if run.caller_signal._reason is not None:
+                        result = cancellation_overrides(run, result)
             # 6. Post-execute, then cancellation that arrived while it waited.
             if stages.post:
                 result = await post_execute(run, result)
                 if not result.is_error:
                     await trio.lowlevel.checkpoint_if_cancelled()
-                    result = cancellation_overrides(run, result)
+                    if run.caller_signal._reason is not None:
+                        result = cancellation_overrides(run, result)
             candidate = result
         except FinalResult as final:
             candidate = final.result
@@ -233,8 +235,12 @@ def enter(
         definition,
     )
     run.stages = stages
+    arguments = input.arguments
     try:
-        run.arguments, run.arguments_error = materialise(input.arguments)
+        if type(arguments) is JSONText:
+            run.arguments, run.arguments_error = arguments.parse()
+        else:  # `materialise`, inline: every call takes this path
+            run.arguments = freeze(arguments)
     except NotJSONError as exc:
         run.decided = not_json_result("execution arguments", exc)
     return run, definition.finalize_content if definition is not None else None
@@ -388,7 +394,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         await trio.lowlevel.checkpoint_if_cancelled()
         return aborted(body_invoked=True, additional_contexts=contexts)
     try:
-        result = body_result(value)
+        result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:
         result = exception_result(exc, TOOL_FAILED)
     if contexts:
