@@ -284,6 +284,8 @@ def thaw(value: object) -> object:
     if kind is tuple or kind is list:
         return [thaw(item) for item in cast("tuple[object, ...]", value)]
     if kind is FrozenDict or kind is dict:
+        if not value:  # `{}`: the arguments of most calls
+            return {}
         return {key: thaw(item) for key, item in cast("dict[str, object]", value).items()}
     return value
 

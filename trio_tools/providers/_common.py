@@ -52,11 +52,18 @@ SUPPORTED_IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif"
 # Reading input: SDK objects or plain dicts
 
 
-def plain(value: object, what: str) -> JSONDict:
+def _named(what: str, owner: str | None) -> str:
+    """``what`` for an error message, its ``{}`` filled with ``repr(owner)`` (built only
+    when it is needed: the converters name each call's id in their messages)."""
+    return what if owner is None else what.format(repr(owner))
+
+
+def plain(value: object, what: str, owner: str | None = None) -> JSONDict:
     """``value`` as a mapping: a dict as is, an SDK object through its ``model_dump()``.
 
     Raises:
-        TypeError: ``value`` is neither a mapping nor has a ``model_dump()`` giving one.
+        TypeError: ``value`` is neither a mapping nor has a ``model_dump()`` giving one
+            (the message names ``what``, see :func:`_named`).
     """
     if type(value) is dict or isinstance(value, Mapping):
         return cast(JSONDict, value)
@@ -65,7 +72,9 @@ def plain(value: object, what: str) -> JSONDict:
         dumped = dump()
         if isinstance(dumped, Mapping):
             return cast(JSONDict, dumped)
-    raise TypeError(f"{what} must be a dict or an SDK object with model_dump(), got {value!r}")
+    raise TypeError(
+        f"{_named(what, owner)} must be a dict or an SDK object with model_dump(), got {value!r}"
+    )
 
 
 def plain_items(value: object, what: str) -> list[JSONDict]:
@@ -77,7 +86,10 @@ def plain_items(value: object, what: str) -> list[JSONDict]:
     ):
         raise TypeError(f"{what} must be a list, got {value!r}")
     items = cast("Sequence[object]", value)
-    return [cast(JSONDict, item) if type(item) is dict else plain(item, what) for item in items]
+    # One cast for the list (a `cast` per item is a function call per item).
+    return cast(
+        "list[JSONDict]", [item if type(item) is dict else plain(item, what) for item in items]
+    )
 
 
 _CALL_SLOTS = tuple(ToolCall.__dict__[name].__set__ for name in ("call_id", "name", "arguments"))
@@ -94,11 +106,12 @@ def make_call(call_id: str, name: str, arguments: object) -> ToolCall:
     return call
 
 
-def field(data: Mapping[str, Any], key: str, what: str) -> str:
-    """The non-empty ``str`` at ``data[key]``, or a ``ValueError`` naming what is missing."""
+def field(data: Mapping[str, Any], key: str, what: str, owner: str | None = None) -> str:
+    """The non-empty ``str`` at ``data[key]``, or a ``ValueError`` naming what is missing
+    (``what`` as for :func:`plain`)."""
     value = data.get(key)
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} has no {key!r} (a non-empty str), got {value!r}")
+        raise ValueError(f"{_named(what, owner)} has no {key!r} (a non-empty str), got {value!r}")
     return value
 
 

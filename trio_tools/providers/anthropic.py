@@ -86,7 +86,7 @@ def tool_calls(message: object, *, registry: ToolRegistry | None = None) -> tupl
         if block.get("type") != "tool_use":
             continue
         call_id = field(block, "id", "a tool_use block")
-        name = field(block, "name", f"tool_use block {call_id!r}")
+        name = field(block, "name", "tool_use block {}", call_id)
         arguments = thaw(block.get("input") or {})
         calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)

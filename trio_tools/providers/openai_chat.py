@@ -95,8 +95,8 @@ def tool_calls(message: object, *, registry: ToolRegistry | None = None) -> tupl
             raise ValueError(
                 f"tool call {call_id!r} is a {kind!r} call; only function calls are tool calls"
             )
-        function = plain(item.get("function"), f"tool call {call_id!r}'s function")
-        name = field(function, "name", f"tool call {call_id!r}")
+        function = plain(item.get("function"), "tool call {}'s function", call_id)
+        name = field(function, "name", "tool call {}", call_id)
         arguments = function.get("arguments") or ""
         calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)

@@ -91,7 +91,7 @@ def tool_calls(response: object, *, registry: ToolRegistry | None = None) -> tup
         if item.get("type") != "function_call":
             continue
         call_id = field(item, "call_id", "a function_call item")
-        name = field(item, "name", f"function_call {call_id!r}")
+        name = field(item, "name", "function_call {}", call_id)
         arguments = item.get("arguments") or ""
         calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
     return tuple(calls)
