@@ -285,10 +285,19 @@ class _Session:
 
     async def _send(self, message: Mapping[str, object]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        async with self.send_lock:
+        lock = self.send_lock
+        try:
+            # Free (no queued sender: a release hands the lock to the next in line), so no
+            # schedule point of its own per reply; send_all below is the checkpoint.
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             # When the child is gone, how it ended is what the run reports.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self.stdin.send_all(data)
+        finally:
+            lock.release()
 
     async def _read_output(self) -> None:
         limit = self.runtime.max_output
