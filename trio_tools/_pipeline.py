@@ -146,14 +146,14 @@ async def run_call(
                     # Ambient cancellation swallowed by a stage re-raises here.
                     await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
-                        result = cancellation_overrides(run, result)
+                        result = cancelled_instead(run, result)
             # 6. Post-execute, then cancellation that arrived while it waited.
             if stages.post:
                 result = await post_execute(run, result)
                 if not result.is_error:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
-                        result = cancellation_overrides(run, result)
+                        result = cancelled_instead(run, result)
             candidate = result
         except FinalResult as final:
             candidate = final.result
@@ -450,16 +450,15 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     )
 
 
-def cancellation_overrides(run: _Run, result: ToolResult) -> ToolResult:
-    """Cancellation replaces a non-error result, keeping its contexts and halt.
+def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
+    """The ``ABORTED*`` result that replaces a non-error ``result`` once the caller's signal
+    has fired, keeping its contexts and halt.
 
-    Called for non-error results only, right after ``checkpoint_if_cancelled()``: ambient
+    The caller checks both conditions, right after ``checkpoint_if_cancelled()``: ambient
     cancellation too overrides a success returned from under a cancelled enclosing scope (a
     wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
     ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
     """
-    if run.caller_signal._reason is None:
-        return result
     return aborted(
         body_invoked=run.body_invoked,
         additional_contexts=result.additional_contexts,
