@@ -85,7 +85,8 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
-    _listeners: dict[int, Listener]
+    # Keyed by an int from ``_keys``; a bound scope (``_bind``) is its own key and value.
+    _listeners: dict[object, Listener | trio.CancelScope]
     # A derived signal's parents while it listens to them (``_derived``); else empty.
     _parents: tuple[CancelSignal, ...]
 
@@ -159,15 +160,19 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
-    def _bind(self, scope: trio.CancelScope) -> int:
-        """Cancel ``scope`` when the signal fires; return the key that unbinds it.
+    def _bind(self, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` when the signal fires, until :meth:`_unbind`.
 
         Behind ``open_scope()``, and used by the registry to bind the body's per-call
-        nursery scope directly.  The signal must not have fired.
+        nursery scope directly.  The signal must not have fired.  The scope is its own key
+        and its own entry (:func:`_propagate` cancels it): a parked call holds no listener
+        object and no key object for it.
         """
-        key = next(_keys)
-        self._listeners[key] = _ScopeCanceller(scope)
-        return key
+        self._listeners[scope] = scope
+
+    def _unbind(self, scope: trio.CancelScope) -> None:
+        """Stop cancelling ``scope`` (nothing happens if it is not bound)."""
+        self._listeners.pop(scope, None)
 
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it.
@@ -206,13 +211,13 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if isinstance(fn, _ScopeCanceller):
-                # The usual listener (every call's body scope): cancelled directly, with
-                # the scope's reason text built once for all the scopes of this signal.
+            if isinstance(fn, trio.CancelScope):
+                # The usual entry (every call's body scope, see `_bind`): cancelled
+                # directly, with the reason text built once for all the scopes of a signal.
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
-                    fn._scope.cancel(reason=text)
+                    fn.cancel(reason=text)
                 except Exception:
                     logger.exception("cancel listener %r raised", fn)
                 except BaseException as exc:
@@ -260,18 +265,6 @@ class _Follower:
         self.signal._fire(self._parent_fired(reason))
 
 
-class _ScopeCanceller:
-    """A listener that cancels a scope (a slotted object: smaller than a closure)."""
-
-    __slots__ = ("_scope",)
-
-    def __init__(self, scope: trio.CancelScope) -> None:
-        self._scope = scope
-
-    def __call__(self, reason: CancelReason) -> None:
-        self._scope.cancel(reason=_scope_reason(reason))
-
-
 def _noop() -> None:
     pass
 
@@ -280,12 +273,11 @@ def _noop() -> None:
 class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
     """``CancelSignal.open_scope()``: a cancel scope cancelled by a signal."""
 
-    __slots__ = ("_key", "_scope", "_signal")
+    __slots__ = ("_scope", "_signal")
 
     def __init__(self, signal: CancelSignal) -> None:
         self._signal = signal
         self._scope = trio.CancelScope()
-        self._key = -1
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()
@@ -295,7 +287,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
             scope.cancel(reason=_scope_reason(reason))
         else:
             # Only once the scope is entered: a failed entry must not leave a listener.
-            self._key = signal._bind(scope)
+            signal._bind(scope)
         return scope
 
     def __exit__(
@@ -304,7 +296,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._signal._listeners.pop(self._key, None)
+        self._signal._unbind(self._scope)
         return self._scope.__exit__(exc_type, exc, tb)
 
 
