@@ -36,6 +36,7 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
+    key: object = None
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and
@@ -45,12 +46,12 @@ async def gate(run: _Run) -> ToolResult | None:
             if reason is not None:
                 scope.cancel(reason=_scope_reason(reason))
             else:
-                signal._bind(scope)
+                key = signal._bind(scope)
             try:
                 outcome = await decide(run, run.execution(), hooks, guards, approver)
                 decided = True
             finally:
-                signal._unbind(scope)
+                signal._listeners.pop(key, None)
     except Exception as exc:  # also a group left once the scope took its Cancelled
         raise FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
     except trio.Cancelled as exc:

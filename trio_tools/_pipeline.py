@@ -72,7 +72,7 @@ from ._stages import (
     Stages,
 )
 from ._timeout import TimeoutPolicy, narrow
-from ._util import cancelled_here, logger, safe_repr
+from ._util import cancelled_here, checkpoint_due, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 
@@ -142,7 +142,8 @@ async def run_call(
                         _hooks.dispatch_settled()
                 if not result.is_error:
                     # Ambient cancellation swallowed by a stage re-raises here.
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    if checkpoint_due():
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
                         result = cancelled_instead(run, result)
             # 6. Post-execute, then cancellation that arrived while it waited.
@@ -257,12 +258,15 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
     definition = run.definition
     if definition is None:
         return None, error_result("ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"')
-    if run.arguments_error is not None and definition.args is not None:
-        # JSON text that did not parse; a raw tool (no argument type) gets the text.
+    arguments = run.arguments
+    if definition.args is None:  # a raw tool: the arguments as they are (unparsed text too)
+        run.parsed = arguments
+        return arguments, None
+    if run.arguments_error is not None:  # JSON text that did not parse
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
         )
-    args, violations = parse_arguments(definition.args, run.arguments)
+    args, violations = parse_arguments(definition.args, arguments)
     if violations:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
@@ -319,7 +323,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    nursery: trio.Nursery | None = None
+    key: object = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
@@ -336,7 +340,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            fused._bind(nursery.cancel_scope)
+            key = fused._bind(nursery.cancel_scope)
             try:
                 ctx = run_context(run, fused, nursery)
                 definition: Any = run.definition  # resolved: dispatch runs no other call
@@ -363,8 +367,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     finally:
         # Only now: work the body started may outlive it inside the nursery, and must
         # still hear the signal until the nursery is done.
-        if nursery is not None:
-            fused._unbind(nursery.cancel_scope)
+        fused._listeners.pop(key, None)
         run.settled = True
         if link is not None:
             link.detach()

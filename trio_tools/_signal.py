@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import final
+from typing import cast, final
 
 import attrs
 import trio
@@ -85,7 +85,7 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
-    # Keyed by an int from ``_keys``; a bound scope (``_bind``) is its own key and value.
+    # Listeners under ``next(_keys)`` keys, and scopes bound by ``_bind`` under themselves.
     _listeners: dict[object, Listener | trio.CancelScope]
     # A derived signal's parents while it listens to them (``_derived``); else empty.
     _parents: tuple[CancelSignal, ...]
@@ -160,19 +160,16 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
-    def _bind(self, scope: trio.CancelScope) -> None:
-        """Cancel ``scope`` when the signal fires, until :meth:`_unbind`.
+    def _bind(self, scope: trio.CancelScope) -> trio.CancelScope:
+        """Cancel ``scope`` when the signal fires; return the key that unbinds it.
 
         Behind ``open_scope()``, and used by the registry to bind the body's per-call
         nursery scope directly.  The signal must not have fired.  The scope is its own key
-        and its own entry (:func:`_propagate` cancels it): a parked call holds no listener
-        object and no key object for it.
+        and its own listener (one scope is bound at most once per signal): binding, on
+        every tool call, creates no object.
         """
         self._listeners[scope] = scope
-
-    def _unbind(self, scope: trio.CancelScope) -> None:
-        """Stop cancelling ``scope`` (nothing happens if it is not bound)."""
-        self._listeners.pop(scope, None)
+        return scope
 
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it.
@@ -211,9 +208,10 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if isinstance(fn, trio.CancelScope):
-                # The usual entry (every call's body scope, see `_bind`): cancelled
-                # directly, with the reason text built once for all the scopes of a signal.
+            if fn is key and isinstance(fn, trio.CancelScope):
+                # A scope bound by `_bind` (every call's body scope), the usual listener:
+                # cancelled directly, with the reason text built once for all the scopes of
+                # this signal.
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
@@ -235,7 +233,8 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
                         break
                 continue
             try:
-                _call_listener(fn, reason)
+                # Only `_bind` stores a scope (under itself): `fn` is what add_listener got.
+                _call_listener(cast(Listener, fn), reason)
             except BaseException as exc:
                 if fatal is None:
                     fatal = exc
@@ -273,11 +272,12 @@ def _noop() -> None:
 class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
     """``CancelSignal.open_scope()``: a cancel scope cancelled by a signal."""
 
-    __slots__ = ("_scope", "_signal")
+    __slots__ = ("_key", "_scope", "_signal")
 
     def __init__(self, signal: CancelSignal) -> None:
         self._signal = signal
         self._scope = trio.CancelScope()
+        self._key: object = None
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()
@@ -287,7 +287,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
             scope.cancel(reason=_scope_reason(reason))
         else:
             # Only once the scope is entered: a failed entry must not leave a listener.
-            signal._bind(scope)
+            self._key = signal._bind(scope)
         return scope
 
     def __exit__(
@@ -296,7 +296,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._signal._unbind(self._scope)
+        self._signal._listeners.pop(self._key, None)
         return self._scope.__exit__(exc_type, exc, tb)
 
 
