@@ -4,20 +4,30 @@
 ``execute`` awaits ``checkpoint_if_cancelled()`` after a successful dispatch only when it is
 due, so it must say yes exactly when the await would raise, for cancellation and for a
 ``KeyboardInterrupt`` waiting for the main task.  A signal binds a scope as its own key and
-listener; anything else stays an ordinary listener.
+listener; anything else stays an ordinary listener.  A class of scalar fields is parsed
+through a msgpack decoder made for it: it must give what ``parse_arguments`` gives (the same
+value, or the same violations), for every input.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
-from typing import Any
+from typing import Annotated, Any
 
+import attrs
+import msgspec
 import pytest
 import trio
 import trio.lowlevel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import json_scalars, json_values
 
 from trio_tools import CancelSource, ToolExecutionInput, ToolRegistry, ToolRunContext
+from trio_tools._arguments import argument_parser, parse_arguments
+from trio_tools._json import NotJSONError, freeze
 from trio_tools._util import checkpoint_due
 
 
@@ -147,3 +157,117 @@ async def test_a_scope_given_to_add_listener_is_an_ordinary_listener(
         source.cancel()
     assert not scope.cancel_called
     assert ["cancel listener %r raised"] == [record.msg for record in caplog.records]
+
+
+# -- a scalar argument class's own decoder ------------------------------------------------
+
+
+@attrs.frozen
+class Pair:
+    a: int
+    b: int
+
+
+@attrs.frozen(kw_only=True)
+class Constrained:
+    n: Annotated[int, msgspec.Meta(ge=0, le=10, description="a small count")] = 3
+    word: Annotated[str, msgspec.Meta(min_length=1, max_length=3, pattern="^[a-z]+$")] = "x"
+    step: Annotated[float, msgspec.Meta(gt=0.5, multiple_of=0.5)] = 1.0
+    label: str | None = None
+    either: int | str | None = 0
+    flag: bool = False
+
+
+@attrs.frozen
+class Validated:
+    _private: int = 0
+    ratio: float = attrs.field(default=0.0, validator=attrs.validators.instance_of(float))
+
+
+@dataclasses.dataclass
+class Plain:
+    a: int
+    f: float = 2.0
+
+
+class Renamed(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    some_field: int
+    other: str | None = None
+
+
+@attrs.frozen
+class WithList:  # not all scalars: the general path
+    items: list[int]
+    anything: Any = None
+
+
+SCALAR_CLASSES = [Pair, Constrained, Validated, Plain, Renamed]
+KEYS: dict[type[Any], list[str]] = {
+    Pair: ["a", "b"],
+    Constrained: ["n", "word", "step", "label", "either", "flag"],
+    Validated: ["_private", "private", "ratio"],
+    Plain: ["a", "f"],
+    Renamed: ["someField", "some_field", "other"],
+    WithList: ["items", "anything"],
+}
+edge_integers = [0, 1, -1, 3, 7, 11, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1]
+edge_scalars = st.sampled_from(
+    [*edge_integers, 0.0, -0.0, 0.5, 1.0, 1.5, 1e308, 5e-324, "", "a", "abcd", "A", "\ud800", "1"]
+)
+values = edge_scalars | json_scalars | json_values | st.lists(st.integers(), max_size=3)
+
+
+def class_and_arguments(cls: type[Any]) -> st.SearchStrategy[tuple[type[Any], dict[str, Any]]]:
+    keys = st.sampled_from([*KEYS[cls], "zz"])
+    return st.tuples(st.just(cls), st.dictionaries(keys, values, max_size=8))
+
+
+@settings(max_examples=500, deadline=None)
+@given(case=st.sampled_from(list(KEYS)).flatmap(class_and_arguments))
+def test_a_definitions_parser_is_parse_arguments(case: tuple[type[Any], dict[str, Any]]) -> None:
+    cls, raw = case
+    try:
+        arguments = freeze(raw)
+    except NotJSONError:
+        return
+    assert parse_arguments(cls, arguments) == argument_parser(cls)(arguments)
+
+
+def test_other_classes_keep_the_general_path() -> None:
+    """An ``Any`` field gets the frozen value itself (a tuple): a decoder would give a list."""
+    arguments = freeze({"items": [1, 2], "anything": [1, 2]})
+    expected = parse_arguments(WithList, arguments)
+    assert (1, 2) == expected[0].anything
+    assert expected == argument_parser(WithList)(arguments)
+
+
+@pytest.mark.parametrize("cls", SCALAR_CLASSES)
+def test_scalar_classes_get_their_own_decoder(cls: type[Any]) -> None:
+    """(Only what the equivalence test above covers takes the decoder.)"""
+    assert "parse_arguments" not in argument_parser(cls).__qualname__
+    assert "<lambda>" in argument_parser(WithList).__qualname__
+
+
+def test_the_class_code_runs_as_often_as_with_parse_arguments() -> None:
+    calls: list[object] = []
+
+    def record(_instance: object, _attribute: object, value: int) -> None:
+        calls.append(value)
+        if value < 0:
+            raise ValueError("must not be negative")
+
+    @attrs.frozen
+    class Counted:
+        n: int = attrs.field(validator=record)
+
+        def __attrs_post_init__(self) -> None:
+            calls.append("post-init")
+
+    parse = argument_parser(Counted)
+    for raw in ({"n": 1}, {"n": -1}, {"n": "x"}, {"n": 2**70}):
+        arguments = freeze(raw)
+        expected = parse_arguments(Counted, arguments)
+        expected_calls, calls[:] = list(calls), []
+        assert expected == parse(arguments)
+        assert expected_calls == calls
+        calls.clear()

@@ -23,7 +23,6 @@ from typing import Any
 
 import trio
 
-from ._arguments import parse_arguments
 from ._body import in_worker_thread
 from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
@@ -266,7 +265,7 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
         )
-    args, violations = parse_arguments(definition.args, arguments)
+    args, violations = definition._parse(arguments)
     if violations:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
