@@ -322,7 +322,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    key: object = None
+    nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
@@ -339,7 +339,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            key = fused._bind(nursery.cancel_scope)
+            fused._bind(nursery.cancel_scope)
             try:
                 ctx = run_context(run, fused, nursery)
                 definition: Any = run.definition  # resolved: dispatch runs no other call
@@ -366,7 +366,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     finally:
         # Only now: work the body started may outlive it inside the nursery, and must
         # still hear the signal until the nursery is done.
-        fused._listeners.pop(key, None)
+        if nursery is not None:  # the scope is its own key (see `_bind`)
+            fused._listeners.pop(nursery.cancel_scope, None)
         run.settled = True
         if link is not None:
             link.detach()
