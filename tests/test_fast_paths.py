@@ -3,7 +3,9 @@
 ``checkpoint_due()`` is Trio's own "would this checkpoint raise?", read without awaiting:
 ``execute`` awaits ``checkpoint_if_cancelled()`` after a successful dispatch only when it is
 due, so it must say yes exactly when the await would raise, for cancellation and for a
-``KeyboardInterrupt`` waiting for the main task.  A signal binds a scope as its own key and
+``KeyboardInterrupt`` waiting for the main task.  A signature tool's body is called by a
+caller generated for it, with the same keywords in the same order as ``fn(**fields)``.  A
+signal binds a scope as its own key and
 listener; anything else stays an ordinary listener.  A class of scalar fields is parsed
 through a msgpack decoder made for it: it must give what ``parse_arguments`` gives (the same
 value, or the same violations), for every input.
@@ -12,6 +14,7 @@ value, or the same violations), for every input.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import signal
 from typing import Annotated, Any
@@ -25,7 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import json_scalars, json_values
 
-from trio_tools import CancelSource, ToolExecutionInput, ToolRegistry, ToolRunContext
+from trio_tools import (
+    CancelSource,
+    TextBlock,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    define_tool,
+)
 from trio_tools._arguments import argument_parser, parse_arguments
 from trio_tools._json import NotJSONError, freeze
 from trio_tools._util import checkpoint_due
@@ -271,3 +282,68 @@ def test_the_class_code_runs_as_often_as_with_parse_arguments() -> None:
         assert expected == parse(arguments)
         assert expected_calls == calls
         calls.clear()
+
+
+# -- a signature tool's generated caller --------------------------------------------------
+
+
+def recording(calls: list[dict[str, object]]) -> Any:
+    """A decorator whose wrapper sees the keywords exactly as the registry passes them."""
+
+    def decorate(fn: Any) -> Any:
+        @functools.wraps(fn)
+        async def wrapper(**keywords: object) -> object:
+            calls.append(keywords)
+            return await fn(**keywords)
+
+        return wrapper
+
+    return decorate
+
+
+async def call_tool(tool: Any, arguments: dict[str, object]) -> ToolResult:
+    registry = ToolRegistry()
+    registry.register(define_tool(tool, name="t"))
+    call = ToolExecutionInput(
+        call_id="c", name="t", arguments=arguments, signal=CancelSource().signal
+    )
+    return await registry.execute(call)
+
+
+async def test_a_signature_body_gets_every_field_as_a_keyword_in_order_then_the_context() -> None:
+    calls: list[dict[str, object]] = []
+
+    @recording(calls)
+    async def tool(fn: str, args: int = 2, *, ctx: ToolRunContext, astuple: bool = False) -> str:
+        """Parameters named like the generated caller's own names."""
+        assert isinstance(ctx, ToolRunContext)
+        return "ok"
+
+    assert ToolResult(content=(TextBlock("ok"),)) == await call_tool(tool, {"fn": "x"})
+    ((keywords,),) = [calls]
+    assert ["fn", "args", "astuple", "ctx"] == list(keywords)
+    assert ("x", 2, False) == (keywords["fn"], keywords["args"], keywords["astuple"])
+
+
+async def test_a_signature_body_without_fields_or_context() -> None:
+    calls: list[dict[str, object]] = []
+
+    @recording(calls)
+    async def tool() -> str:
+        """Nothing to pass."""
+        return "ok"
+
+    await call_tool(tool, {})
+    assert [{}] == calls
+
+
+async def test_a_partial_signature_body_gets_its_own_keywords_merged() -> None:
+    seen: list[tuple[str, int]] = []
+
+    async def tool(name: str, count: int, *, ctx: ToolRunContext) -> str:
+        """A partial binds `count`."""
+        seen.append((name, count))
+        return "ok"
+
+    await call_tool(functools.partial(tool, count=5), {"name": "n"})
+    assert [("n", 5)] == seen

@@ -456,8 +456,8 @@ class ToolDefinition(Generic[ArgsT]):
         sync = not is_async_body(fn)
         args = self.args
         context = None if args is None else getattr(args, SIGNATURE_CONTEXT, None)
-        if isinstance(context, str):
-            call = keyword_call(fn, context)
+        if args is not None and isinstance(context, str):
+            call = keyword_call(fn, args, context)
         else:
             check_class_body(fn, self.name)
             call = fn
