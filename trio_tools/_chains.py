@@ -23,33 +23,38 @@ from ._results import ToolResult
 from ._stages import AroundWrapper
 from ._util import logger, safe_repr
 
-_ALLOW = Allow()
+ALLOW = Allow()  # also what the gate decides without a chain
 _ASK = Ask()
 _ACCEPT = Accept()
 
 
 class Chain:
-    """One pre- or post-execute chain, and whether it is still running.
+    """One pre- or post-execute chain: its hooks, what each receives, its end, and whether it
+    is still running.
 
-    Run it as ``chain = Chain()``, then ``try: await chain.first(hooks, args, end)`` with
+    Run it as ``chain = Chain(hooks, args, end)``, then ``try: await chain.start()`` with
     ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once the
-    chain is over.  (The caller awaits the first hook directly: no coroutine layer of the
-    chain's own.)
+    chain is over.  ``args`` are what every hook receives before ``call_next``; past the
+    last hook, ``end()`` gives the chain's default decision.  (The caller awaits the first
+    hook directly: no coroutine layer of the chain's own.)
     """
 
-    __slots__ = ("open",)
+    __slots__ = ("args", "end", "hooks", "open")
 
-    def __init__(self) -> None:
-        self.open = True
-
-    def first(
+    def __init__(
         self,
         hooks: Sequence[Callable[..., Awaitable[Any]]],
         args: tuple[object, ...],
         end: Callable[[], Awaitable[Any]],
-    ) -> Awaitable[Any]:
+    ) -> None:
+        self.hooks = hooks
+        self.args = args
+        self.end = end
+        self.open = True
+
+    def start(self) -> Awaitable[Any]:
         """``hooks[0](*args, call_next)``, whose ``call_next`` leads on to ``end()``."""
-        return _Next(hooks, args, end, self, 0)()
+        return self.hooks[0](*self.args, _Next(self, 1))
 
 
 def _closed() -> RuntimeError:
@@ -61,44 +66,30 @@ def _twice() -> RuntimeError:
 
 
 class _Next:
-    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once.
+    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once."""
 
-    ``args`` are what every hook of the chain receives before ``call_next``; past the last
-    hook, ``end()`` gives the chain's default decision.
-    """
+    __slots__ = ("_chain", "_index")
 
-    __slots__ = ("_args", "_chain", "_end", "_hooks", "_index")
-
-    def __init__(
-        self,
-        hooks: Sequence[Callable[..., Awaitable[Any]]],
-        args: tuple[object, ...],
-        end: Callable[[], Awaitable[Any]],
-        chain: Chain,
-        index: int,
-    ) -> None:
-        self._hooks = hooks
-        self._args = args
-        self._end = end
+    def __init__(self, chain: Chain, index: int) -> None:
         self._chain = chain
         self._index = index
 
     def __call__(self) -> Awaitable[Any]:
-        if not self._chain.open:
+        chain = self._chain
+        if not chain.open:
             raise _closed()
         index, self._index = self._index, -1
         if index < 0:
             raise _twice()
-        hooks = self._hooks
+        hooks = chain.hooks
         if index == len(hooks):
-            return self._end()
-        following = _Next(hooks, self._args, self._end, self._chain, index + 1)
-        return hooks[index](*self._args, following)
+            return chain.end()
+        return hooks[index](*chain.args, _Next(chain, index + 1))
 
 
 async def allowed() -> PreDecision:
     """The end of a pre-execute chain of a tool without ``requires_approval``."""
-    return _ALLOW
+    return ALLOW
 
 
 async def accepted() -> PostDecision:
@@ -121,7 +112,7 @@ class ApprovalEnd:
         assert definition is not None
         flag = definition.requires_approval
         if flag is True or flag is False:
-            return _ASK if flag else _ALLOW
+            return _ASK if flag else ALLOW
         try:
             holds = flag(run.parsed)
         except Exception:
@@ -129,7 +120,7 @@ class ApprovalEnd:
                 "requires_approval of tool %r raised; asking for approval", definition.name
             )
             return _ASK
-        return _ALLOW if holds is False else _ASK
+        return ALLOW if holds is False else _ASK
 
 
 class AroundChain:
