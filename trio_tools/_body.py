@@ -5,19 +5,24 @@ the fields of its generated ``Struct`` as keyword arguments.  What is decided he
 decided once, when the tool is defined, so that no call pays for it.
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
 import msgspec
+import trio
 
 __all__ = [
     "SIGNATURE_CONTEXT",
     "check_class_body",
     "check_class_style",
+    "in_worker_thread",
     "is_async_body",
     "is_partial",
     "keyword_call",
@@ -101,6 +106,26 @@ def keyword_call(fn: Callable[..., object], context: str) -> Callable[[Any, obje
             return fn(**keywords)
 
     return call
+
+
+def in_worker_thread(run: Any, args: Any, ctx: Any) -> Awaitable[object]:
+    """What dispatch awaits for the sync body of ``run`` (an ``_execution._Run``, which
+    imports this module): the body in a worker thread of the call's thread limiter.
+
+    A plain function returning the awaitable, so that dispatch's frame (alive while every
+    call is parked) has no room for this call's arguments.  Never abandoned: the call stays
+    pending until the thread returns (it sees cancellation through ``ctx.check_cancelled()``).
+    """
+    definition = run.definition
+    return trio.to_thread.run_sync(
+        run_sync_body,
+        definition._call,
+        definition.name,
+        args,
+        ctx,
+        abandon_on_cancel=False,
+        limiter=run.stages.thread_limiter,
+    )
 
 
 def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx: Any) -> object:

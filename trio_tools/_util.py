@@ -94,6 +94,22 @@ def cancelled_here() -> bool:
     return trio.current_effective_deadline() == -math.inf
 
 
+def checkpoint_due() -> bool:
+    """Whether ``await trio.lowlevel.checkpoint_if_cancelled()`` would raise right now.
+
+    Trio's own test, read without a coroutine: the task is in an (unshielded) cancelled
+    scope, or it is the main task and a ``KeyboardInterrupt`` waits for its next
+    checkpoint.  ``if checkpoint_due(): await checkpoint_if_cancelled()`` raises exactly
+    when the bare await would; it only leaves Trio's count of cancel points alone (which
+    ``trio.testing.assert_checkpoints`` reads), so a call keeps one unconditional await.
+    """
+    task = trio.lowlevel.current_task()
+    runner = task._runner  # pyright: ignore[reportPrivateUsage]
+    return task._cancel_status.effectively_cancelled or (  # pyright: ignore[reportPrivateUsage]
+        task is runner.main_task and runner.ki_pending
+    )
+
+
 def check_timeout_value(value: object) -> float | None:
     """``value`` if it is ``None`` or a positive finite number of seconds.
 
