@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ._decisions import Accept, Allow, Ask, PostDecision, PreDecision
-from ._execution import _Run, dispatch_view
+from ._execution import ToolDispatchExecution, _Run
 from ._results import ToolResult
 from ._stages import AroundWrapper
 from ._util import logger, safe_repr
@@ -54,7 +54,11 @@ class Chain:
 
     def start(self) -> Awaitable[Any]:
         """``hooks[0](*args, call_next)``, whose ``call_next`` leads on to ``end()``."""
-        return self.hooks[0](*self.args, _Next(self, 1))
+        # Made without a constructor call: one per hook per call.
+        following = object.__new__(_Next)
+        following._chain = self
+        following._index = 1
+        return self.hooks[0](*self.args, following)
 
 
 def _closed() -> RuntimeError:
@@ -70,9 +74,8 @@ class _Next:
 
     __slots__ = ("_chain", "_index")
 
-    def __init__(self, chain: Chain, index: int) -> None:
-        self._chain = chain
-        self._index = index
+    _chain: Chain
+    _index: int  # of the hook it calls (``len(hooks)``: the end); -1 once called
 
     def __call__(self) -> Awaitable[Any]:
         chain = self._chain
@@ -84,7 +87,10 @@ class _Next:
         hooks = chain.hooks
         if index == len(hooks):
             return chain.end()
-        return hooks[index](*chain.args, _Next(chain, index + 1))
+        following = object.__new__(_Next)  # as in Chain.start
+        following._chain = chain
+        following._index = index + 1
+        return hooks[index](*chain.args, following)
 
 
 async def allowed() -> PreDecision:
@@ -137,7 +143,10 @@ class AroundChain:
     ) -> None:
         self.wrappers = wrappers
         self.run = run
-        self.view = dispatch_view(run)
+        # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
+        view = object.__new__(ToolDispatchExecution)
+        view._run = run
+        self.view = view
         self.dispatch = dispatch
         self.args = args
         self.open = True
@@ -146,7 +155,11 @@ class AroundChain:
         """The first wrapper's awaitable; the caller checks what it returns (see
         :func:`checked_result`) and restores the caller's signal afterwards.  Awaiting it
         directly saves a coroutine layer per call."""
-        return self.wrappers[0](self.view, _Once(self, 1))
+        # Made without a constructor call: one per wrapper per call.
+        once = object.__new__(_Once)
+        once._chain = self
+        once._index = 1
+        return self.wrappers[0](self.view, once)
 
     async def step(self, index: int) -> ToolResult:
         """``call_next`` of wrapper ``index - 1``, for a wrapper that is not the last."""
@@ -154,8 +167,11 @@ class AroundChain:
         # What the calling wrapper set for the span of its call_next(): restored when that
         # call_next() returns, so each wrapper sees its own signal again.
         signal = run.dispatch_signal
+        once = object.__new__(_Once)  # as in start()
+        once._chain = self
+        once._index = index + 1
         try:
-            return checked_result(await self.wrappers[index](self.view, _Once(self, index + 1)))
+            return checked_result(await self.wrappers[index](self.view, once))
         finally:
             run.dispatch_signal = signal
 
@@ -172,9 +188,8 @@ class _Once:
 
     __slots__ = ("_chain", "_index")
 
-    def __init__(self, chain: AroundChain, index: int) -> None:
-        self._chain = chain
-        self._index = index
+    _chain: AroundChain
+    _index: int  # of the wrapper it calls (``len(wrappers)``: dispatch); -1 once called
 
     def __call__(self) -> Awaitable[ToolResult]:
         chain = self._chain

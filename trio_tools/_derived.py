@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Self, final
 
 from ._signal import CancelReason, CancelSignal, _Follower, _keys
-from ._timers import TimerService, run_timers
+from ._timers import TimerService, run_timers, timer_service
 
 __all__ = ["open_signal"]
 
@@ -107,25 +107,29 @@ class _Link(_Follower):
         self._fatal = None
         self._timer = -1
         self._timers = None
-        self._disposers = []
         reason = parent._reason
         if reason is not None:
             self._deadline = math.inf
+            self._disposers = []
             signal._fire(reason)
             return self
-        timers = run_timers()
+        try:  # what run_timers() does, without its frame
+            timers = timer_service.get()
+        except LookupError:
+            timers = run_timers()
         now = timers.clock.current_time()
         when = now + timeout
         self._timeout = timeout
         self._deadline = when
         if when <= now:
+            self._disposers = []
             signal._fire(self._deadline_reason())
             return self
         self._timers = timers
         self._timer = timers.arm(when, self)
         key = next(_keys)
         parent._listeners[key] = self
-        self._disposers.append((parent, key))
+        self._disposers = [(parent, key)]
         signal._parents = (parent,)
         return self
 

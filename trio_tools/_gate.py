@@ -65,7 +65,9 @@ async def gate(run: _Run) -> ToolResult | None:
                     decision = ALLOW  # what `await allowed()` gives
                 else:
                     decision = await end()
-                if isinstance(decision, Ask):
+                if decision is ALLOW and not stages.guards:
+                    pass  # allowed: the usual gate, decided without a call
+                elif isinstance(decision, Ask):
                     outcome = await approve(run, execution, decision, stages.approver)
                 else:
                     outcome = allowed_or_denied(execution, decision, stages.guards)

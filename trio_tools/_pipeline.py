@@ -142,7 +142,8 @@ async def run_call(
             if stages.post:
                 result = await post_execute(run, result)
                 if not result.is_error:
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    if checkpoint_due():
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
                         result = cancelled_instead(run, result)
         except FinalResult as final:
@@ -280,7 +281,9 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
                 narrowing = narrow(run)
                 result = await dispatch(run, args)
             else:
-                result = checked_result(await chain.start())
+                value = await chain.start()
+                # The exact type needs no call; anything else is checked.
+                result = value if type(value) is ToolResult else checked_result(value)
         finally:
             if chain is not None:
                 chain.open = False  # a call_next kept past the chain refuses to run

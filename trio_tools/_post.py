@@ -37,7 +37,8 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
-        chain = Chain(hooks, (run.execution(), result), accepted)
+        # The view made by an earlier stage, if any, without the method call.
+        chain = Chain(hooks, (run._execution or run.execution(), result), accepted)
         try:
             decision: object = await chain.start()
         finally:
@@ -90,7 +91,7 @@ async def publish(run: _Run, result: ToolResult) -> None:
     the first one is re-raised once every observer ran.
     """
     observers: tuple[ResultObserver, ...] = run.stages.observers
-    execution = run.execution()
+    execution = run._execution or run.execution()  # as in post_execute
     fatal: BaseException | None = None
     for observer in observers:
         try:
