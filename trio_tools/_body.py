@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
@@ -89,22 +90,31 @@ def check_class_style(signature: inspect.Signature, tool: str) -> None:
         ) from None
 
 
-def keyword_call(fn: Callable[..., object], context: str) -> Callable[[Any, object], object]:
-    """Call a signature tool's body with the fields of its parsed ``Struct`` as keywords,
-    and the context as keyword ``context`` (none when ``context`` is ``""``)."""
-    asdict = msgspec.structs.asdict
-    if not context:
+def keyword_call(
+    fn: Callable[..., object], struct: type[Any], context: str
+) -> Callable[[Any, object], object]:
+    """Call a signature tool's body with the fields of its parsed ``struct`` as keywords,
+    and the context as keyword ``context`` (none when ``context`` is ``""``).
 
-        def call(args: Any, ctx: object) -> object:
-            return fn(**asdict(args))
-
-    else:
-
-        def call(args: Any, ctx: object) -> object:
-            keywords = asdict(args)
-            keywords[context] = ctx
-            return fn(**keywords)
-
+    The caller is generated once per tool, the way attrs and dataclasses generate
+    ``__init__``: ``fn(path=_0, max_bytes=_1, ctx=ctx)`` with literal keywords is one plain
+    call, where ``fn(**asdict(args))`` builds a dict and unpacks it again (about twice the
+    cost, on every call).  The keywords, their order and values are the same.
+    """
+    fields: tuple[str, ...] = struct.__struct_fields__
+    names = (*fields, context) if context else fields
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+        raise TypeError(f"cannot call a body with the keywords {names!r}")
+    keywords = [f"{name}=_{index}" for index, name in enumerate(fields)]
+    if context:
+        keywords.append(f"{context}=ctx")
+    lines = ["def call(args, ctx):"]
+    if fields:
+        lines.append(f"    {''.join(f'_{index}, ' for index in range(len(fields)))}= astuple(args)")
+    lines.append(f"    return fn({', '.join(keywords)})")
+    namespace: dict[str, Any] = {"fn": fn, "astuple": msgspec.structs.astuple}
+    exec("\n".join(lines), namespace)  # only identifiers (checked above) go into the source
+    call: Callable[[Any, object], object] = namespace["call"]
     return call
 
 

@@ -135,10 +135,11 @@ def freeze(value: object) -> object:
         # one C-level copy; the general walk only if a value is a container or a float.
         # (Reading a plain dict twice is unobservable: only exact builtin types are looked
         # at, so no user code runs in between.)
-        for key, item in cast("dict[str, object]", value).items():
+        mapping: Any = value  # (a dict: no `cast` call on every tool call's arguments)
+        for key, item in mapping.items():
             if type(key) is not str or type(item) not in _SCALARS:
                 return _freeze_container(value)
-        frozen = FrozenDict(cast("dict[str, object]", value))
+        frozen = FrozenDict(mapping)
         _set_sealed(frozen, True)
         return frozen
     if kind in _SCALARS:

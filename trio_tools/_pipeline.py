@@ -23,7 +23,6 @@ from typing import Any
 
 import trio
 
-from ._arguments import parse_arguments
 from ._body import in_worker_thread
 from ._chains import AroundChain, checked_result
 from ._derived import _Link, follows
@@ -259,7 +258,7 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
         )
-    args, violations = parse_arguments(definition.args, arguments)
+    args, violations = definition._parse(arguments)
     if violations:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
@@ -320,7 +319,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    key: object = None
+    nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
@@ -337,7 +336,7 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            key = fused._bind(nursery.cancel_scope)
+            fused._bind(nursery.cancel_scope)
             try:
                 ctx = run_context(run, fused, nursery)
                 definition: Any = run.definition  # resolved: dispatch runs no other call
@@ -364,7 +363,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     finally:
         # Only now: work the body started may outlive it inside the nursery, and must
         # still hear the signal until the nursery is done.
-        fused._listeners.pop(key, None)
+        if nursery is not None:  # the scope is its own key (see `_bind`)
+            fused._listeners.pop(nursery.cancel_scope, None)
         run.settled = True
         if link is not None:
             link.detach()

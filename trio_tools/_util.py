@@ -91,7 +91,12 @@ def cancelled_here() -> bool:
 
     A ``trio.Cancelled`` raised while this is false belongs to no scope: it is stray.
     """
-    return trio.current_effective_deadline() == -math.inf
+    # The task's cancel status says so directly when it is true, the usual case (every call
+    # cancelled by an enclosing scope asks); only otherwise the effective deadline, which
+    # walks the enclosing scopes, is read (it is also -inf for a scope whose deadline of
+    # -inf the run loop has not processed yet).
+    status = trio.lowlevel.current_task()._cancel_status  # pyright: ignore[reportPrivateUsage]
+    return status.effectively_cancelled or trio.current_effective_deadline() == -math.inf
 
 
 def checkpoint_due() -> bool:
