@@ -39,7 +39,7 @@ from trio_tools import (
 )
 from trio_tools._arguments import argument_parser, parse_arguments
 from trio_tools._json import NotJSONError, freeze
-from trio_tools._util import checkpoint_due
+from trio_tools._util import cancelled_here, checkpoint_due
 
 
 async def raises_at_checkpoint() -> bool:
@@ -82,6 +82,24 @@ async def test_not_due_once_the_deadline_has_not_yet_passed() -> None:
     with trio.move_on_after(3600):
         assert not checkpoint_due()
         assert not await raises_at_checkpoint()
+
+
+class _TaskOfAnotherTrio:
+    """A task as a Trio with different internals would have it: no ``_cancel_status``."""
+
+
+async def test_without_trios_internals_always_due_and_cancelled_here_stays_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both helpers read Trio internals; without them they fall back to public behaviour:
+    the checkpoint is always taken, and ``cancelled_here`` answers from the deadline."""
+    monkeypatch.setattr(trio.lowlevel, "current_task", _TaskOfAnotherTrio)
+    assert checkpoint_due()
+    assert not cancelled_here()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        assert cancelled_here()
+        assert checkpoint_due()
 
 
 def test_due_for_a_pending_keyboard_interrupt_and_execute_delivers_it() -> None:
