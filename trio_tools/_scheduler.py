@@ -110,9 +110,8 @@ async def run_tool_calls(
         raise ValueError(f"max_parallel must be an int >= 1, got {max_parallel!r}")
     batch_calls = tuple(calls)
     # The usual batch, checked without a Python loop: exactly ToolCall objects, distinct ids.
-    if set(map(type, batch_calls)) - _TOOL_CALL or len(
-        set(map(_call_id, batch_calls))
-    ) != len(batch_calls):
+    only_calls = not set(map(type, batch_calls)) - _TOOL_CALL
+    if not only_calls or len(set(map(_call_id, batch_calls))) != len(batch_calls):
         _check_calls(batch_calls)
     if on_progress is not None and not callable(on_progress):
         raise TypeError(f"on_progress must be callable or None, got {on_progress!r}")
