@@ -5,19 +5,25 @@ the fields of its generated ``Struct`` as keyword arguments.  What is decided he
 decided once, when the tool is defined, so that no call pays for it.
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+import keyword
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
 import msgspec
+import trio
 
 __all__ = [
     "SIGNATURE_CONTEXT",
     "check_class_body",
     "check_class_style",
+    "in_worker_thread",
     "is_async_body",
     "is_partial",
     "keyword_call",
@@ -84,23 +90,52 @@ def check_class_style(signature: inspect.Signature, tool: str) -> None:
         ) from None
 
 
-def keyword_call(fn: Callable[..., object], context: str) -> Callable[[Any, object], object]:
-    """Call a signature tool's body with the fields of its parsed ``Struct`` as keywords,
-    and the context as keyword ``context`` (none when ``context`` is ``""``)."""
-    asdict = msgspec.structs.asdict
-    if not context:
+def keyword_call(
+    fn: Callable[..., object], struct: type[Any], context: str
+) -> Callable[[Any, object], object]:
+    """Call a signature tool's body with the fields of its parsed ``struct`` as keywords,
+    and the context as keyword ``context`` (none when ``context`` is ``""``).
 
-        def call(args: Any, ctx: object) -> object:
-            return fn(**asdict(args))
-
-    else:
-
-        def call(args: Any, ctx: object) -> object:
-            keywords = asdict(args)
-            keywords[context] = ctx
-            return fn(**keywords)
-
+    The caller is generated once per tool, the way attrs and dataclasses generate
+    ``__init__``: ``fn(path=_0, max_bytes=_1, ctx=ctx)`` with literal keywords is one plain
+    call, where ``fn(**asdict(args))`` builds a dict and unpacks it again (about twice the
+    cost, on every call).  The keywords, their order and values are the same.
+    """
+    fields: tuple[str, ...] = struct.__struct_fields__
+    names = (*fields, context) if context else fields
+    if not all(name.isidentifier() and not keyword.iskeyword(name) for name in names):
+        raise TypeError(f"cannot call a body with the keywords {names!r}")
+    keywords = [f"{name}=_{index}" for index, name in enumerate(fields)]
+    if context:
+        keywords.append(f"{context}=ctx")
+    lines = ["def call(args, ctx):"]
+    if fields:
+        lines.append(f"    {''.join(f'_{index}, ' for index in range(len(fields)))}= astuple(args)")
+    lines.append(f"    return fn({', '.join(keywords)})")
+    namespace: dict[str, Any] = {"fn": fn, "astuple": msgspec.structs.astuple}
+    exec("\n".join(lines), namespace)  # only identifiers (checked above) go into the source
+    call: Callable[[Any, object], object] = namespace["call"]
     return call
+
+
+def in_worker_thread(run: Any, args: Any, ctx: Any) -> Awaitable[object]:
+    """What dispatch awaits for the sync body of ``run`` (an ``_execution._Run``, which
+    imports this module): the body in a worker thread of the call's thread limiter.
+
+    A plain function returning the awaitable, so that dispatch's frame (alive while every
+    call is parked) has no room for this call's arguments.  Never abandoned: the call stays
+    pending until the thread returns (it sees cancellation through ``ctx.check_cancelled()``).
+    """
+    definition = run.definition
+    return trio.to_thread.run_sync(
+        run_sync_body,
+        definition._call,
+        definition.name,
+        args,
+        ctx,
+        abandon_on_cancel=False,
+        limiter=run.stages.thread_limiter,
+    )
 
 
 def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx: Any) -> object:

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar, final
 import attrs
 import trio
 
-from ._arguments import freeze_schema, schema_for
+from ._arguments import ArgumentParser, argument_parser, freeze_schema, schema_for
 from ._body import SIGNATURE_CONTEXT, check_class_body, is_async_body, keyword_call
 from ._failures import stray_or_raise
 from ._input import ExecutionToken
@@ -449,19 +449,21 @@ class ToolDefinition(Generic[ArgsT]):
     # Per-definition, so that no call pays for it: how dispatch calls the body.
     _call: Callable[[Any, ToolRunContext], object] = attrs.field(init=False, eq=False, repr=False)
     _sync: bool = attrs.field(init=False, eq=False, repr=False)
+    _parse: ArgumentParser = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         fn: Callable[..., object] = self.execute
         sync = not is_async_body(fn)
         args = self.args
         context = None if args is None else getattr(args, SIGNATURE_CONTEXT, None)
-        if isinstance(context, str):
-            call = keyword_call(fn, context)
+        if args is not None and isinstance(context, str):
+            call = keyword_call(fn, args, context)
         else:
             check_class_body(fn, self.name)
             call = fn
         object.__setattr__(self, "_call", call)
         object.__setattr__(self, "_sync", sync)
+        object.__setattr__(self, "_parse", argument_parser(args))
 
     def schema(self) -> ToolSchema:
         """The model-facing schema (never callbacks, timeout or concurrency flags)."""

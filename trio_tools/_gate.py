@@ -36,7 +36,7 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
-    key = -1
+    key: object = None
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and

@@ -123,16 +123,11 @@ def freeze(value: object) -> object:
             non-``str`` key, a cycle, or nesting deeper than :data:`MAX_DEPTH`.
     """
     kind = type(value)
-    if kind in _SCALARS:
-        return value
     if kind is FrozenDict:
         if _is_sealed(value):
             return value
         kind = dict  # made by hand: it may hold anything, so check it like a dict
-    if kind is float:
-        if not math.isfinite(cast(float, value)):
-            _reject(f"non-finite float {value!r}")
-        return value
+    # A dict first: every tool call's arguments are one.
     if kind is dict:
         if not value:  # `{}`: no-argument tools, the most common arguments of all
             return _EMPTY_OBJECT
@@ -140,13 +135,19 @@ def freeze(value: object) -> object:
         # one C-level copy; the general walk only if a value is a container or a float.
         # (Reading a plain dict twice is unobservable: only exact builtin types are looked
         # at, so no user code runs in between.)
-        mapping = cast("dict[str, object]", value)
+        mapping: Any = value  # (a dict: no `cast` call on every tool call's arguments)
         for key, item in mapping.items():
             if type(key) is not str or type(item) not in _SCALARS:
                 return _freeze_container(value)
         frozen = FrozenDict(mapping)
         _set_sealed(frozen, True)
         return frozen
+    if kind in _SCALARS:
+        return value
+    if kind is float:
+        if not math.isfinite(cast(float, value)):
+            _reject(f"non-finite float {value!r}")
+        return value
     if kind is not list and kind is not tuple:
         _reject(f"{kind.__name__} is not a JSON type")
     return _freeze_container(value)

@@ -23,15 +23,13 @@ from typing import Any
 
 import trio
 
-from ._arguments import parse_arguments
-from ._body import run_sync_body
+from ._body import in_worker_thread
 from ._chains import AroundChain, Chain, accepted, checked_result
 from ._decisions import Accept, Block
 from ._derived import _Link, follows
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
-    ToolExecution,
     _Run,
     run_context,
 )
@@ -73,7 +71,7 @@ from ._stages import (
     Stages,
 )
 from ._timeout import TimeoutPolicy, narrow
-from ._util import cancelled_here, logger, safe_repr
+from ._util import cancelled_here, checkpoint_due, logger, safe_repr
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 
@@ -96,22 +94,21 @@ async def run_call(
             publication.
     """
     stages = registry._stages
-    hooks = _hooks  # underscored: not part of `execute`'s public signature
     # 1. Entry (synchronous): token, fields read once, definition, materialisation.
     run, finalize = enter(registry._tools, stages, input)
-    run.hooks = hooks
-    instruments = stages.instruments
-    view: ToolExecution | None = None  # set when the call has instruments
-    started: object = _NOT_STARTED
+    # Nothing reads the input past entry: a parked call does not keep it (nor the
+    # arguments it carries) alive.
+    del input
+    run.hooks = _hooks  # underscored: not part of `execute`'s public signature
+    started: object = _NOT_STARTED  # the instruments' state, once they have started
     try:
-        if instruments is not None:
-            view = run.execution()
+        if stages.instruments is not None:
             try:
-                started = instruments.start(view)
+                started = stages.instruments.start(run.execution())
             except Exception:
-                started = instruments.start_failed()
+                started = stages.instruments.start_failed()
             if started is not None:
-                started = instruments.enter(started)
+                started = stages.instruments.enter(started)
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
@@ -131,8 +128,8 @@ async def run_call(
                 result = await gate(run)
             # 5. The around-execute chain, ending in dispatch of the body.
             if result is None:
-                if hooks is not None:
-                    hooks.gate_passed()
+                if _hooks is not None:
+                    _hooks.gate_passed()
                 wrappers = stages.around if definition.timeout is None else stages.around_timed
                 try:
                     if wrappers:
@@ -140,11 +137,12 @@ async def run_call(
                     else:
                         result = await dispatch(run, args)
                 finally:
-                    if hooks is not None:
-                        hooks.dispatch_settled()
+                    if _hooks is not None:
+                        _hooks.dispatch_settled()
                 if not result.is_error:
                     # Ambient cancellation swallowed by a stage re-raises here.
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    if checkpoint_due():
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
                         result = cancelled_instead(run, result)
             # 6. Post-execute, then cancellation that arrived while it waited.
@@ -154,52 +152,61 @@ async def run_call(
                     await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
                         result = cancelled_instead(run, result)
-            candidate = result
         except FinalResult as final:
-            candidate = final.result
+            result = final.result
         if not run.body_invoked:
             # The body's nursery was the schedule point on the dispatch path; every
             # other path still owes the caller one.
             await trio.lowlevel.cancel_shielded_checkpoint()
-        # 7. Finish: snapshot, finalize_content (called once: it is consumed here, so a
-        # BaseException it raises leads to a fallback without a second call), freeze.
-        finalize_once, finalize = finalize, None
-        result = finish(run, candidate, finalize_once)
     except BaseException:
         # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
-        fallback = run.decided or aborted(
-            body_invoked=run.body_invoked,
-            additional_contexts=run.body_contexts,
-            halt=run.halt,
-        )
-        fallback = finish(run, fallback, finalize)
-        if hooks is not None:
-            hooks.published(fallback)
-        if view is not None and started is not _NOT_STARTED:
-            assert instruments is not None  # the view is made only for instruments
-            instruments.finish(started, view, fallback)
-        if stages.observers:
-            await publish(run, fallback)
-        run._execution = None  # see below
+        await abandon(run, finalize, started)
+        raise
+    # 7. Finish: snapshot, finalize_content, freeze.
+    try:
+        result = finish(run, result, finalize)
+    except BaseException:
+        # finalize_content is called once: what it raised leads to the fallback without it.
+        await abandon(run, None, started)
         raise
     # Publish the same object that is returned.
-    if hooks is not None:
-        hooks.published(result)
-    if view is not None:
-        assert instruments is not None  # the view is made only for instruments
+    if _hooks is not None:
+        _hooks.published(result)
+    if stages.instruments is not None:
         if started is None:  # one instrument, no context manager: the usual case
             try:
-                instruments.finished(view, result)
+                stages.instruments.finished(run.execution(), result)
             except Exception:
-                instruments.finish_failed()
+                stages.instruments.finish_failed()
         else:
-            instruments.finish(started, view, result)
+            stages.instruments.finish(started, run.execution(), result)
     if stages.observers:
         await publish(run, result)
     # The call is over: drop the run's view, which refers back to the run, so that
     # reference counting frees the call's objects now rather than the cyclic GC later.
     run._execution = None
     return result
+
+
+async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) -> None:
+    """Give a call that is about to raise (ambient cancellation, ``KeyboardInterrupt``) its
+    one result all the same: the result decided at entry or ``ABORTED*``, finished,
+    reported to the hooks and instruments, and published."""
+    fallback = run.decided or aborted(
+        body_invoked=run.body_invoked,
+        additional_contexts=run.body_contexts,
+        halt=run.halt,
+    )
+    fallback = finish(run, fallback, finalize)
+    hooks: CallHooks | None = run.hooks
+    if hooks is not None:
+        hooks.published(fallback)
+    stages: Stages = run.stages
+    if stages.instruments is not None and started is not _NOT_STARTED:
+        stages.instruments.finish(started, run.execution(), fallback)
+    if stages.observers:
+        await publish(run, fallback)
+    run._execution = None  # see the end of run_call
 
 
 def report_synthetic(
@@ -250,12 +257,15 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
     definition = run.definition
     if definition is None:
         return None, error_result("ToolNotFoundError", UNKNOWN_TOOL, f'unknown tool "{run.name}"')
-    if run.arguments_error is not None and definition.args is not None:
-        # JSON text that did not parse; a raw tool (no argument type) gets the text.
+    arguments = run.arguments
+    if definition.args is None:  # a raw tool: the arguments as they are (unparsed text too)
+        run.parsed = arguments
+        return arguments, None
+    if run.arguments_error is not None:  # JSON text that did not parse
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {run.arguments_error}"
         )
-    args, violations = parse_arguments(definition.args, run.arguments)
+    args, violations = definition._parse(arguments)
     if violations:
         return None, error_result(
             "ToolArgsError", INVALID_ARGS, f"invalid arguments: {'; '.join(violations)}"
@@ -304,26 +314,23 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     the body in a per-call nursery inside the fused signal's scope, removes the fusion's
     listeners and restores ``exec.signal`` to the wrapper's value.
     """
-    definition = run.definition
-    assert definition is not None
-    call: Any = definition._call  # awaited below unless sync (no run-time `cast` call)
-    wrapper_signal, caller_signal = run.dispatch_signal, run.caller_signal
-    fusing = wrapper_signal is not caller_signal and not follows(wrapper_signal, caller_signal)
-    link = _Link((caller_signal, wrapper_signal)) if fusing else None
+    wrapper_signal = run.dispatch_signal
+    link = None
+    if wrapper_signal is not run.caller_signal and not follows(wrapper_signal, run.caller_signal):
+        link = _Link((run.caller_signal, wrapper_signal))
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
     value: object = None
-    key = -1
+    nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
             return aborted(body_invoked=False)
-        hooks: CallHooks | None = run.hooks
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if (
-            hooks is not None
-            and hooks.marks_dispatch
-            and (not await hooks.dispatching() or fused._reason is not None)
+            run.hooks is not None
+            and run.hooks.marks_dispatch
+            and (not await run.hooks.dispatching() or fused._reason is not None)
         ):
             return aborted(body_invoked=False)
         run.body_invoked = True
@@ -332,23 +339,14 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            key = fused._bind(nursery.cancel_scope)
+            fused._bind(nursery.cancel_scope)
             try:
                 ctx = run_context(run, fused, nursery)
+                definition: Any = run.definition  # resolved: dispatch runs no other call
                 if definition._sync:
-                    # Never abandoned: the call stays pending until the thread returns
-                    # (it sees cancellation through ctx.check_cancelled()).
-                    value = await trio.to_thread.run_sync(
-                        run_sync_body,
-                        call,
-                        definition.name,
-                        args,
-                        ctx,
-                        abandon_on_cancel=False,
-                        limiter=run.stages.thread_limiter,
-                    )
+                    value = await in_worker_thread(run, args, ctx)
                 else:
-                    value = await call(args, ctx)
+                    value = await definition._call(args, ctx)
             except trio.Cancelled as exc:
                 # The nursery's own scope would catch this (it is the innermost
                 # cancelled one); catching it here saves building an exception group.
@@ -368,7 +366,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     finally:
         # Only now: work the body started may outlive it inside the nursery, and must
         # still hear the signal until the nursery is done.
-        fused._listeners.pop(key, None)
+        if nursery is not None:  # the scope is its own key (see `_bind`)
+            fused._listeners.pop(nursery.cancel_scope, None)
         run.settled = True
         if link is not None:
             link.detach()
@@ -380,10 +379,9 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         finally:
             # The traceback holds this frame: no reference cycle through the local.
             del ambient
-    contexts = run.body_contexts
     if failure is not None:
         try:
-            return failure_outcome(failure, contexts)
+            return failure_outcome(failure, run.body_contexts)
         finally:
             # The failure's traceback holds this frame: keeping the failure in it would be
             # a reference cycle that only the cyclic garbage collector frees.
@@ -392,13 +390,13 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        return aborted(body_invoked=True, additional_contexts=contexts)
+        return aborted(body_invoked=True, additional_contexts=run.body_contexts)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:
         result = exception_result(exc, TOOL_FAILED)
-    if contexts:
-        result = replace_result(result, additional_contexts=contexts)
+    if run.body_contexts:
+        result = replace_result(result, additional_contexts=run.body_contexts)
     return result
 
 

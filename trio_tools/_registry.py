@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, final, overload
 
 import trio
 
-from ._arguments import parse_arguments
 from ._execution import FinalizeContent, Timeout, ToolBody, ToolDefinition, ToolSchema
 from ._input import ToolExecutionInput
 from ._instrument import Instrument, Instruments, check_instrument
@@ -271,7 +270,7 @@ class ToolRegistry:
             arguments, text_error = materialise(input.arguments)
             if text_error is not None:
                 return "exclusive"
-            value, violations = parse_arguments(definition.args, arguments)
+            value, violations = definition._parse(arguments)
             if violations:
                 return "exclusive"
             return "parallel" if flag(value) is True else "exclusive"

@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import final
+from typing import cast, final
 
 import attrs
 import trio
@@ -85,7 +85,8 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
-    _listeners: dict[int, Listener]
+    # Listeners under ``next(_keys)`` keys, and scopes bound by ``_bind`` under themselves.
+    _listeners: dict[object, Listener | trio.CancelScope]
     # A derived signal's parents while it listens to them (``_derived``); else empty.
     _parents: tuple[CancelSignal, ...]
 
@@ -159,15 +160,16 @@ class CancelSignal(metaclass=NoPublicConstructor):
         """Return a frozen snapshot: whether it fired and how many listeners are attached."""
         return SignalStatistics(cancelled=self._reason is not None, listeners=len(self._listeners))
 
-    def _bind(self, scope: trio.CancelScope) -> int:
+    def _bind(self, scope: trio.CancelScope) -> trio.CancelScope:
         """Cancel ``scope`` when the signal fires; return the key that unbinds it.
 
         Behind ``open_scope()``, and used by the registry to bind the body's per-call
-        nursery scope directly.  The signal must not have fired.
+        nursery scope directly.  The signal must not have fired.  The scope is its own key
+        and its own listener (one scope is bound at most once per signal): binding, on
+        every tool call, creates no object.
         """
-        key = next(_keys)
-        self._listeners[key] = _ScopeCanceller(scope)
-        return key
+        self._listeners[scope] = scope
+        return scope
 
     def _fire(self, reason: CancelReason) -> bool:
         """Fire with ``reason`` unless already fired; return whether this call fired it.
@@ -206,13 +208,14 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if isinstance(fn, _ScopeCanceller):
-                # The usual listener (every call's body scope): cancelled directly, with
-                # the scope's reason text built once for all the scopes of this signal.
+            if fn is key and isinstance(fn, trio.CancelScope):
+                # A scope bound by `_bind` (every call's body scope), the usual listener:
+                # cancelled directly, with the reason text built once for all the scopes of
+                # this signal.
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
-                    fn._scope.cancel(reason=text)
+                    fn.cancel(reason=text)
                 except Exception:
                     logger.exception("cancel listener %r raised", fn)
                 except BaseException as exc:
@@ -230,7 +233,8 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
                         break
                 continue
             try:
-                _call_listener(fn, reason)
+                # Only `_bind` stores a scope (under itself): `fn` is what add_listener got.
+                _call_listener(cast(Listener, fn), reason)
             except BaseException as exc:
                 if fatal is None:
                     fatal = exc
@@ -260,18 +264,6 @@ class _Follower:
         self.signal._fire(self._parent_fired(reason))
 
 
-class _ScopeCanceller:
-    """A listener that cancels a scope (a slotted object: smaller than a closure)."""
-
-    __slots__ = ("_scope",)
-
-    def __init__(self, scope: trio.CancelScope) -> None:
-        self._scope = scope
-
-    def __call__(self, reason: CancelReason) -> None:
-        self._scope.cancel(reason=_scope_reason(reason))
-
-
 def _noop() -> None:
     pass
 
@@ -285,7 +277,7 @@ class _ScopeBinding(AbstractContextManager[trio.CancelScope]):
     def __init__(self, signal: CancelSignal) -> None:
         self._signal = signal
         self._scope = trio.CancelScope()
-        self._key = -1
+        self._key: object = None
 
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope.__enter__()

@@ -91,7 +91,28 @@ def cancelled_here() -> bool:
 
     A ``trio.Cancelled`` raised while this is false belongs to no scope: it is stray.
     """
-    return trio.current_effective_deadline() == -math.inf
+    # The task's cancel status says so directly when it is true, the usual case (every call
+    # cancelled by an enclosing scope asks); only otherwise the effective deadline, which
+    # walks the enclosing scopes, is read (it is also -inf for a scope whose deadline of
+    # -inf the run loop has not processed yet).
+    status = trio.lowlevel.current_task()._cancel_status  # pyright: ignore[reportPrivateUsage]
+    return status.effectively_cancelled or trio.current_effective_deadline() == -math.inf
+
+
+def checkpoint_due() -> bool:
+    """Whether ``await trio.lowlevel.checkpoint_if_cancelled()`` would raise right now.
+
+    Trio's own test, read without a coroutine: the task is in an (unshielded) cancelled
+    scope, or it is the main task and a ``KeyboardInterrupt`` waits for its next
+    checkpoint.  ``if checkpoint_due(): await checkpoint_if_cancelled()`` raises exactly
+    when the bare await would; it only leaves Trio's count of cancel points alone (which
+    ``trio.testing.assert_checkpoints`` reads), so a call keeps one unconditional await.
+    """
+    task = trio.lowlevel.current_task()
+    runner = task._runner  # pyright: ignore[reportPrivateUsage]
+    return task._cancel_status.effectively_cancelled or (  # pyright: ignore[reportPrivateUsage]
+        task is runner.main_task and runner.ki_pending
+    )
 
 
 def check_timeout_value(value: object) -> float | None:
