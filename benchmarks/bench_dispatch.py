@@ -946,13 +946,31 @@ async def bench_cancel(cfg: Config) -> None:
 # P6: memory of in-flight calls
 
 
+def library_bytes(objects: list[object]) -> dict[str, int]:
+    """``sys.getsizeof`` of the gc-tracked objects that belong to trio_tools, by kind: its
+    coroutine frames by function, and instances of its classes by class."""
+    sizes: dict[str, int] = {}
+    for obj in objects:
+        code = getattr(obj, "cr_code", None)
+        if code is not None and "/trio_tools/" in code.co_filename:
+            kind = f"{code.co_name}()"
+        elif type(obj).__module__.partition(".")[0] == "trio_tools":
+            kind = type(obj).__name__
+        else:
+            continue
+        sizes[kind] = sizes.get(kind, 0) + sys.getsizeof(obj)
+    return sizes
+
+
 async def parked_peak(
     n: int, spawn: Callable[[trio.Nursery], None], parked: Parked
-) -> tuple[int, int]:
-    """Peak traced bytes over the baseline while ``n`` tasks are started and parked, and the
-    number of extra gc-tracked objects once they are parked."""
+) -> tuple[int, int, dict[str, int]]:
+    """Peak traced bytes over the baseline while ``n`` tasks are started and parked, the
+    number of extra gc-tracked objects once they are parked, and the library's share of
+    them (:func:`library_bytes`, read after the peak)."""
     gc.collect()
     objects = len(gc.get_objects())
+    before = {id(obj) for obj in gc.get_objects()}
     baseline = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
     async with trio.open_nursery() as nursery:
@@ -961,8 +979,9 @@ async def parked_peak(
         await wait_parked(parked, n)
         peak = tracemalloc.get_traced_memory()[1]
         objects = len(gc.get_objects()) - objects
+        mine = library_bytes([obj for obj in gc.get_objects() if id(obj) not in before])
         nursery.cancel_scope.cancel()
-    return peak - baseline, objects
+    return peak - baseline, objects, mine
 
 
 async def bench_memory(cfg: Config) -> None:
@@ -992,12 +1011,13 @@ async def bench_memory(cfg: Config) -> None:
     floors: list[float] = []
     calls: list[float] = []
     floor_objects = call_objects = 0
+    library: dict[str, int] = {}
     tracemalloc.start()
     try:
         for index in range(cfg.warmup + rounds):
             floor_parked.count = parked.count = 0
-            floor_bytes, floor_objects = await parked_peak(n, spawn_floor, floor_parked)
-            call_bytes, call_objects = await parked_peak(n, spawn_call, parked)
+            floor_bytes, floor_objects, _ = await parked_peak(n, spawn_floor, floor_parked)
+            call_bytes, call_objects, library = await parked_peak(n, spawn_call, parked)
             if index >= cfg.warmup:
                 floors.append(floor_bytes / n)
                 calls.append(call_bytes / n)
@@ -1016,6 +1036,13 @@ async def bench_memory(cfg: Config) -> None:
     diag(
         f"gc-tracked objects per in-flight call: execute {call_objects / n:.1f}, "
         f"bare task {floor_objects / n:.1f} (the cyclic GC walks them all: see P5)"
+    )
+    parts = ", ".join(
+        f"{kind} {size / n:.0f}" for kind, size in sorted(library.items(), key=lambda kv: -kv[1])
+    )
+    diag(
+        f"trio_tools' own gc-tracked objects per parked call: {sum(library.values()) / n:.0f} "
+        f"bytes ({parts}); the rest is Trio's nursery, the task and the tool's coroutine"
     )
 
 

@@ -221,7 +221,21 @@ KEYS: dict[type[Any], list[str]] = {
     Renamed: ["someField", "some_field", "other"],
     WithList: ["items", "anything"],
 }
-edge_integers = [0, 1, -1, 3, 7, 11, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1]
+edge_integers = [
+    0,
+    1,
+    -1,
+    3,
+    7,
+    11,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    2**64,
+    -(2**63),
+    -(2**63) - 1,
+]
 edge_scalars = st.sampled_from(
     [*edge_integers, 0.0, -0.0, 0.5, 1.0, 1.5, 1e308, 5e-324, "", "a", "abcd", "A", "\ud800", "1"]
 )
