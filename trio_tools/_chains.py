@@ -18,38 +18,47 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ._decisions import Accept, Allow, Ask, PostDecision, PreDecision
-from ._execution import _Run, dispatch_view
+from ._execution import ToolDispatchExecution, _Run
 from ._results import ToolResult
 from ._stages import AroundWrapper
 from ._util import logger, safe_repr
 
-_ALLOW = Allow()
+ALLOW = Allow()  # also what the gate decides without a chain
 _ASK = Ask()
 _ACCEPT = Accept()
 
 
 class Chain:
-    """One pre- or post-execute chain, and whether it is still running.
+    """One pre- or post-execute chain: its hooks, what each receives, its end, and whether it
+    is still running.
 
-    Run it as ``chain = Chain()``, then ``try: await chain.first(hooks, args, end)`` with
+    Run it as ``chain = Chain(hooks, args, end)``, then ``try: await chain.start()`` with
     ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once the
-    chain is over.  (The caller awaits the first hook directly: no coroutine layer of the
-    chain's own.)
+    chain is over.  ``args`` are what every hook receives before ``call_next``; past the
+    last hook, ``end()`` gives the chain's default decision.  (The caller awaits the first
+    hook directly: no coroutine layer of the chain's own.)
     """
 
-    __slots__ = ("open",)
+    __slots__ = ("args", "end", "hooks", "open")
 
-    def __init__(self) -> None:
-        self.open = True
-
-    def first(
+    def __init__(
         self,
         hooks: Sequence[Callable[..., Awaitable[Any]]],
         args: tuple[object, ...],
         end: Callable[[], Awaitable[Any]],
-    ) -> Awaitable[Any]:
+    ) -> None:
+        self.hooks = hooks
+        self.args = args
+        self.end = end
+        self.open = True
+
+    def start(self) -> Awaitable[Any]:
         """``hooks[0](*args, call_next)``, whose ``call_next`` leads on to ``end()``."""
-        return _Next(hooks, args, end, self, 0)()
+        # Made without a constructor call: one per hook per call.
+        following = object.__new__(_Next)
+        following._chain = self
+        following._index = 1
+        return self.hooks[0](*self.args, following)
 
 
 def _closed() -> RuntimeError:
@@ -61,44 +70,32 @@ def _twice() -> RuntimeError:
 
 
 class _Next:
-    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once.
+    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once."""
 
-    ``args`` are what every hook of the chain receives before ``call_next``; past the last
-    hook, ``end()`` gives the chain's default decision.
-    """
+    __slots__ = ("_chain", "_index")
 
-    __slots__ = ("_args", "_chain", "_end", "_hooks", "_index")
-
-    def __init__(
-        self,
-        hooks: Sequence[Callable[..., Awaitable[Any]]],
-        args: tuple[object, ...],
-        end: Callable[[], Awaitable[Any]],
-        chain: Chain,
-        index: int,
-    ) -> None:
-        self._hooks = hooks
-        self._args = args
-        self._end = end
-        self._chain = chain
-        self._index = index
+    _chain: Chain
+    _index: int  # of the hook it calls (``len(hooks)``: the end); -1 once called
 
     def __call__(self) -> Awaitable[Any]:
-        if not self._chain.open:
+        chain = self._chain
+        if not chain.open:
             raise _closed()
         index, self._index = self._index, -1
         if index < 0:
             raise _twice()
-        hooks = self._hooks
+        hooks = chain.hooks
         if index == len(hooks):
-            return self._end()
-        following = _Next(hooks, self._args, self._end, self._chain, index + 1)
-        return hooks[index](*self._args, following)
+            return chain.end()
+        following = object.__new__(_Next)  # as in Chain.start
+        following._chain = chain
+        following._index = index + 1
+        return hooks[index](*chain.args, following)
 
 
 async def allowed() -> PreDecision:
     """The end of a pre-execute chain of a tool without ``requires_approval``."""
-    return _ALLOW
+    return ALLOW
 
 
 async def accepted() -> PostDecision:
@@ -121,7 +118,7 @@ class ApprovalEnd:
         assert definition is not None
         flag = definition.requires_approval
         if flag is True or flag is False:
-            return _ASK if flag else _ALLOW
+            return _ASK if flag else ALLOW
         try:
             holds = flag(run.parsed)
         except Exception:
@@ -129,7 +126,7 @@ class ApprovalEnd:
                 "requires_approval of tool %r raised; asking for approval", definition.name
             )
             return _ASK
-        return _ALLOW if holds is False else _ASK
+        return ALLOW if holds is False else _ASK
 
 
 class AroundChain:
@@ -146,7 +143,10 @@ class AroundChain:
     ) -> None:
         self.wrappers = wrappers
         self.run = run
-        self.view = dispatch_view(run)
+        # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
+        view = object.__new__(ToolDispatchExecution)
+        view._run = run
+        self.view = view
         self.dispatch = dispatch
         self.args = args
         self.open = True
@@ -155,7 +155,11 @@ class AroundChain:
         """The first wrapper's awaitable; the caller checks what it returns (see
         :func:`checked_result`) and restores the caller's signal afterwards.  Awaiting it
         directly saves a coroutine layer per call."""
-        return self.wrappers[0](self.view, _Once(self, 1))
+        # Made without a constructor call: one per wrapper per call.
+        once = object.__new__(_Once)
+        once._chain = self
+        once._index = 1
+        return self.wrappers[0](self.view, once)
 
     async def step(self, index: int) -> ToolResult:
         """``call_next`` of wrapper ``index - 1``, for a wrapper that is not the last."""
@@ -163,8 +167,11 @@ class AroundChain:
         # What the calling wrapper set for the span of its call_next(): restored when that
         # call_next() returns, so each wrapper sees its own signal again.
         signal = run.dispatch_signal
+        once = object.__new__(_Once)  # as in start()
+        once._chain = self
+        once._index = index + 1
         try:
-            return checked_result(await self.wrappers[index](self.view, _Once(self, index + 1)))
+            return checked_result(await self.wrappers[index](self.view, once))
         finally:
             run.dispatch_signal = signal
 
@@ -181,9 +188,8 @@ class _Once:
 
     __slots__ = ("_chain", "_index")
 
-    def __init__(self, chain: AroundChain, index: int) -> None:
-        self._chain = chain
-        self._index = index
+    _chain: AroundChain
+    _index: int  # of the wrapper it calls (``len(wrappers)``: dispatch); -1 once called
 
     def __call__(self) -> Awaitable[ToolResult]:
         chain = self._chain

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import final
+from typing import Self, final
 
 from ._signal import CancelReason, CancelSignal, _Follower, _keys
-from ._timers import TimerService, run_timers
+from ._timers import TimerService, run_timers, timer_service
 
 __all__ = ["open_signal"]
 
@@ -90,6 +90,48 @@ class _Link(_Follower):
             parent._listeners[key] = self
             disposers.append((parent, key))
         signal._parents = parents
+
+    @classmethod
+    def timed(cls, parent: CancelSignal, timeout: float, code: str) -> Self:
+        """``cls((parent,), timeout, code=code)``, without the generality of ``__init__``
+        (several parents, an absolute deadline): the timeout policy makes one per timed
+        call.  The same state, step by step."""
+        self = object.__new__(cls)
+        signal = object.__new__(CancelSignal)
+        signal._reason = None
+        signal._listeners = {}
+        signal._parents = ()
+        self.signal = signal
+        self._code = code
+        self._timeout = None
+        self._fatal = None
+        self._timer = -1
+        self._timers = None
+        reason = parent._reason
+        if reason is not None:
+            self._deadline = math.inf
+            self._disposers = []
+            signal._fire(reason)
+            return self
+        try:  # what run_timers() does, without its frame
+            timers = timer_service.get()
+        except LookupError:
+            timers = run_timers()
+        now = timers.clock.current_time()
+        when = now + timeout
+        self._timeout = timeout
+        self._deadline = when
+        if when <= now:
+            self._disposers = []
+            signal._fire(self._deadline_reason())
+            return self
+        self._timers = timers
+        self._timer = timers.arm(when, self)
+        key = next(_keys)
+        parent._listeners[key] = self
+        self._disposers = [(parent, key)]
+        signal._parents = (parent,)
+        return self
 
     def _deadline_reason(self) -> CancelReason:
         # Made only when the deadline fires: most deadlines never do.

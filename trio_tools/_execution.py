@@ -347,13 +347,6 @@ async def _run_guarded(fn: Callable[..., Awaitable[object]], args: tuple[object,
         raise stray_or_raise(exc) from exc
 
 
-def dispatch_view(run: _Run) -> ToolDispatchExecution:
-    """``ToolDispatchExecution._create(run)`` without the metaclass call (per call)."""
-    view = object.__new__(ToolDispatchExecution)
-    view._run = run
-    return view
-
-
 def run_context(run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> ToolRunContext:
     """``ToolRunContext._create(run, signal, nursery)`` without the metaclass call."""
     ctx = object.__new__(ToolRunContext)

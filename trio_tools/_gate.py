@@ -12,16 +12,18 @@ result (a denial, or an abort before dispatch), which still goes on to post-exec
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
-from ._chains import ApprovalEnd, Chain, allowed
+from ._chains import ALLOW, ApprovalEnd, Chain, allowed
 from ._decisions import Allow, ApprovalRequest, Ask, Deny
 from ._execution import ToolExecution, _Run
 from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult, denied
 from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted
 from ._signal import _scope_reason
-from ._stages import Approver, Guard, PreExecuteHook, Stages
+from ._stages import Approver, Guard, Stages
 from ._util import safe_repr
 
 
@@ -32,7 +34,7 @@ async def gate(run: _Run) -> ToolResult | None:
     post-execute.  A raising stage is final (``PRE_EXECUTE_FAILED``).
     """
     stages: Stages = run.stages
-    hooks, guards, approver = stages.pre, stages.guards, stages.approver
+    hooks = stages.pre
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
@@ -48,7 +50,27 @@ async def gate(run: _Run) -> ToolResult | None:
             else:
                 key = signal._bind(scope)
             try:
-                outcome = await decide(run, run.execution(), hooks, guards, approver)
+                # The pre-execute chain, awaited here rather than in a coroutine of its
+                # own: most gates are one hook that allows.
+                execution = run.execution()
+                definition: Any = run.definition  # resolved: the gate follows resolution
+                end = allowed if definition.requires_approval is False else ApprovalEnd(run)
+                if hooks:
+                    chain = Chain(hooks, (execution,), end)
+                    try:
+                        decision: object = await chain.start()
+                    finally:
+                        chain.open = False
+                elif end is allowed:
+                    decision = ALLOW  # what `await allowed()` gives
+                else:
+                    decision = await end()
+                if decision is ALLOW and not stages.guards:
+                    pass  # allowed: the usual gate, decided without a call
+                elif isinstance(decision, Ask):
+                    outcome = await approve(run, execution, decision, stages.approver)
+                else:
+                    outcome = allowed_or_denied(execution, decision, stages.guards)
                 decided = True
             finally:
                 signal._listeners.pop(key, None)
@@ -57,30 +79,21 @@ async def gate(run: _Run) -> ToolResult | None:
     except trio.Cancelled as exc:
         stray = stray_or_raise(exc)
         raise FinalResult(exception_result(stray, PRE_EXECUTE_FAILED)) from None
-    if not decided or (outcome is None and run.caller_signal.cancelled):
+    if not decided or (outcome is None and signal._reason is not None):
         # Interrupted, or allowed only after the caller had cancelled: never dispatched.
         return aborted(body_invoked=False)
     return outcome
 
 
-async def decide(
-    run: _Run,
-    execution: ToolExecution,
-    hooks: tuple[PreExecuteHook, ...],
-    guards: tuple[Guard, ...],
-    approver: Approver | None,
+def allowed_or_denied(
+    execution: ToolExecution, decision: object, guards: tuple[Guard, ...]
 ) -> ToolResult | None:
-    definition = run.definition
-    assert definition is not None
-    end = allowed if definition.requires_approval is False else ApprovalEnd(run)
-    if hooks:
-        chain = Chain()
-        try:
-            decision: object = await chain.first(hooks, (execution,), end)
-        finally:
-            chain.open = False
-    else:
-        decision = await end()
+    """What a pre-execute decision other than ``Ask`` leads to: ``Allow`` runs the guards
+    (``None``: proceed), ``Deny`` is the denial.
+
+    Raises:
+        TypeError: not a decision, or a guard returned something other than a reason.
+    """
     if isinstance(decision, Allow):
         for guard in guards:
             reason = guard(execution)
@@ -93,10 +106,16 @@ async def decide(
         return None
     if isinstance(decision, Deny):
         return denied(decision.reason, decision.halt)
-    if not isinstance(decision, Ask):
-        raise TypeError(
-            f"pre-execute chain returned {safe_repr(decision)}; expected Allow(), Deny() or Ask()"
-        )
+    raise TypeError(
+        f"pre-execute chain returned {safe_repr(decision)}; expected Allow(), Deny() or Ask()"
+    )
+
+
+async def approve(
+    run: _Run, execution: ToolExecution, decision: Ask, approver: Approver | None
+) -> ToolResult | None:
+    """The approver's answer to an ``Ask``: ``None`` when granted, else the denial (or the
+    abort, when the approval was cancelled because the caller was)."""
     name = run.name
     if approver is None:
         return denied(f'tool "{name}" requires approval, but no approver is configured')

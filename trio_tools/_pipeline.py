@@ -3,7 +3,8 @@
 Entry, the pre-aborted check, resolution, the gate (pre-execute, guards, approval) under
 the caller's signal, the around-execute chain ending in dispatch (the body under the fused
 signal, in its own nursery), post-execute, then finish and publish.  Each stage is a
-function named for it, below :func:`run_call` in the order the call reaches it.
+function named for it, below :func:`run_call` in the order the call reaches it; the gate
+lives in ``_gate``, post-execute and publication in ``_post``.
 
 Nothing here keeps a reference cycle alive past the call: exceptions caught on the way are
 dropped from the frames that caught them (a frame in an exception's traceback that still
@@ -17,15 +18,13 @@ holds the exception is a cycle), so reference counting frees a finished call at 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import trio
 
 from ._body import in_worker_thread
-from ._chains import AroundChain, Chain, accepted, checked_result
-from ._decisions import Accept, Block
+from ._chains import AroundChain, checked_result
 from ._derived import _Link, follows
 from ._execution import (
     FinalizeContent,
@@ -45,20 +44,15 @@ from ._outcomes import (
     not_json_result,
     with_body_contexts,
 )
+from ._post import post_execute, publish
 from ._results import (
-    BLOCKED,
     INVALID_ARGS,
-    POST_EXECUTE_FAILED,
     TOOL_FAILED,
     UNKNOWN_TOOL,
     WRAPPER_FAILED,
-    ContentBlock,
-    ErrorInfo,
-    TextBlock,
     ToolResult,
     aborted,
     error_result,
-    make_result,
     replace_result,
     text_result,
 )
@@ -66,12 +60,10 @@ from ._stages import (
     AroundWrapper,
     CallHooks,
     Pipelined,
-    PostExecuteHook,
-    ResultObserver,
     Stages,
 )
 from ._timeout import TimeoutPolicy, narrow
-from ._util import cancelled_here, checkpoint_due, logger, safe_repr
+from ._util import cancelled_here, checkpoint_due
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 
@@ -149,7 +141,8 @@ async def run_call(
             if stages.post:
                 result = await post_execute(run, result)
                 if not result.is_error:
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    if checkpoint_due():
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if run.caller_signal._reason is not None:
                         result = cancelled_instead(run, result)
         except FinalResult as final:
@@ -287,12 +280,16 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
                 narrowing = narrow(run)
                 result = await dispatch(run, args)
             else:
-                result = checked_result(await chain.start())
+                value = await chain.start()
+                # The exact type needs no call; anything else is checked.
+                result = value if type(value) is ToolResult else checked_result(value)
         finally:
             if chain is not None:
                 chain.open = False  # a call_next kept past the chain refuses to run
             elif narrowing is not None:
-                narrowing.release()
+                # Detach only: the `finally` below restores the caller's signal, which is
+                # what the narrowing replaced (no wrapper ran before it).
+                narrowing.close()
         if narrowing is not None:
             result = narrowing.result(result)
     except Exception as exc:
@@ -302,7 +299,7 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
         raise FinalResult(exception_result(stray, WRAPPER_FAILED)) from None
     finally:
         run.dispatch_signal = run.caller_signal
-    return with_body_contexts(run, result)
+    return with_body_contexts(run, result) if run.body_contexts else result
 
 
 async def dispatch(run: _Run, args: Any) -> ToolResult:
@@ -400,54 +397,6 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     return result
 
 
-async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
-    """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
-    hooks: tuple[PostExecuteHook, ...] = run.stages.post
-    try:
-        chain = Chain()
-        try:
-            decision: object = await chain.first(hooks, (run.execution(), result), accepted)
-        finally:
-            chain.open = False
-        if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
-            raise TypeError(
-                f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"
-            )
-    except Exception as exc:
-        raise FinalResult(exception_result(exc, POST_EXECUTE_FAILED)) from None
-    except trio.Cancelled as exc:
-        stray = stray_or_raise(exc)
-        raise FinalResult(exception_result(stray, POST_EXECUTE_FAILED)) from None
-    halt = result.halt if result.halt is not None else decision.halt
-    if isinstance(decision, Block):
-        feedback = decision.feedback
-        if isinstance(feedback, str):
-            content: tuple[ContentBlock, ...] = (TextBlock(feedback),)
-            message = feedback
-        else:
-            content = feedback
-            message = "\n".join(b.text for b in feedback if isinstance(b, TextBlock))
-        return make_result(
-            content,
-            is_error=True,
-            error=ErrorInfo(
-                "ToolBlockedError",
-                BLOCKED,
-                message or "tool result blocked by post-execute policy",
-            ),
-            additional_contexts=decision.additional_contexts,
-            halt=halt,
-        )
-    if decision.content is None and not decision.additional_contexts and halt is result.halt:
-        return result
-    return replace_result(
-        result,
-        content=result.content if decision.content is None else decision.content,
-        additional_contexts=result.additional_contexts + decision.additional_contexts,
-        halt=halt,
-    )
-
-
 def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
     """The ``ABORTED*`` result that replaces a non-error ``result`` once the caller's signal
     has fired, keeping its contexts and halt.
@@ -462,32 +411,3 @@ def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
         additional_contexts=result.additional_contexts,
         halt=result.halt,
     )
-
-
-async def publish(run: _Run, result: ToolResult) -> None:
-    """Give the one final result to every observer.
-
-    An observer's ``Exception`` (or stray ``trio.Cancelled``: observers run shielded or
-    synchronously, so none is ever legitimate) is logged.  A ``KeyboardInterrupt`` or
-    other ``BaseException`` does not stop the later observers from seeing the result:
-    the first one is re-raised once every observer ran.
-    """
-    observers: tuple[ResultObserver, ...] = run.stages.observers
-    execution = run.execution()
-    fatal: BaseException | None = None
-    for observer in observers:
-        try:
-            outcome = observer(execution, result)
-            if outcome is not None and inspect.isawaitable(outcome):
-                # Observers are bookkeeping, not work: a cancelled caller must still
-                # record the one authoritative result.  (A synchronous observer cannot
-                # be interrupted, so only an awaitable needs the shield.)
-                with trio.CancelScope(shield=True):
-                    await outcome
-        except (Exception, trio.Cancelled):
-            logger.exception("result observer %s raised", safe_repr(observer))
-        except BaseException as exc:
-            if fatal is None:
-                fatal = exc
-    if fatal is not None:
-        raise fatal

@@ -62,8 +62,7 @@ def narrow(run: _Run) -> _Narrowing | None:
     if timeout is None:
         return None
     outer = run.dispatch_signal
-    # _Link's own __init__, not an override calling it: one frame less per call.
-    narrowing = _Narrowing((outer,), timeout, None, TOOL_TIMEOUT)
+    narrowing = _Narrowing.timed(outer, timeout, TOOL_TIMEOUT)
     narrowing._run = run
     narrowing._outer = outer
     run.dispatch_signal = narrowing.signal  # what ``exec.signal = narrowed`` does
