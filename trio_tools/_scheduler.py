@@ -14,14 +14,16 @@ interrupted batch.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
+from typing import cast
 
 import trio
 
 from ._batch import _Batch, _first_failure
 from ._calls import BatchOutcome, ToolCall
 from ._registry import ToolRegistry
-from ._results import AdditionalContext, Halt, aborted
+from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelSignal
 from ._transcript import Journal
 from ._util import leaf_exceptions, logger
@@ -107,13 +109,10 @@ async def run_tool_calls(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
         raise ValueError(f"max_parallel must be an int >= 1, got {max_parallel!r}")
     batch_calls = tuple(calls)
-    seen: set[str] = set()
-    for call in batch_calls:
-        if not isinstance(call, ToolCall):
-            raise TypeError(f"calls must hold ToolCall objects, got {call!r}")
-        if call.call_id in seen:
-            raise ValueError(f"call_id {call.call_id!r} appears more than once in the batch")
-        seen.add(call.call_id)
+    # The usual batch, checked without a Python loop: exactly ToolCall objects, distinct ids.
+    only_calls = not set(map(type, batch_calls)) - _TOOL_CALL
+    if not only_calls or len(set(map(_call_id, batch_calls))) != len(batch_calls):
+        _check_calls(batch_calls)
     if on_progress is not None and not callable(on_progress):
         raise TypeError(f"on_progress must be callable or None, got {on_progress!r}")
     # Ambient cancellation before anything is journaled; and a schedule point even for an
@@ -148,6 +147,21 @@ async def run_tool_calls(
         # Raised outside the handler, so it does not drag the group along as its context.
         raise error
     return _outcome(batch)
+
+
+_TOOL_CALL = {ToolCall}
+_call_id = operator.attrgetter("call_id")
+
+
+def _check_calls(calls: tuple[object, ...]) -> None:
+    """Raise for the first call that is not a :class:`ToolCall` or repeats a ``call_id``."""
+    seen: set[str] = set()
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"calls must hold ToolCall objects, got {call!r}")
+        if call.call_id in seen:
+            raise ValueError(f"call_id {call.call_id!r} appears more than once in the batch")
+        seen.add(call.call_id)
 
 
 def _one_exception(group: BaseException, failures: list[Exception]) -> BaseException:
@@ -197,18 +211,18 @@ async def _close_after_interruption(batch: _Batch) -> None:
 
 def _outcome(batch: _Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
-    results = tuple(result for result in batch.results if result is not None)
-    assert len(results) == len(batch.calls)
+    assert batch.committed == len(batch.calls)  # so no result is None
+    results = cast("tuple[ToolResult, ...]", tuple(batch.results))
     halt: Halt | None = None
     concludes_turn = False
     contexts: list[AdditionalContext] = []
     for result in results:  # one pass: this runs for every call of the batch
-        if halt is None:
-            halt = result.halt
         if result.concludes_turn:
             concludes_turn = True
         if result.additional_contexts:
             contexts.extend(result.additional_contexts)
+    if batch.halted:  # only a halted batch has a halt to look for
+        halt = next((result.halt for result in results if result.halt is not None), None)
     return BatchOutcome(
         results=results,
         aborted=batch.signal.cancelled,
