@@ -12,8 +12,14 @@ from typing import Any, final
 
 import attrs
 
-from . import _input
 from ._input import ToolExecutionInput
+from ._input import _set_agent as _set_input_agent
+from ._input import _set_arguments as _set_input_arguments
+from ._input import _set_call_id as _set_input_call_id
+from ._input import _set_name as _set_input_name
+from ._input import _set_on_progress as _set_input_on_progress
+from ._input import _set_parent as _set_input_parent
+from ._input import _set_signal as _set_input_signal
 from ._json import JSONText
 from ._results import AdditionalContext, Halt, ToolResult
 from ._signal import CancelSignal
@@ -141,7 +147,11 @@ def call_input(
         TypeError: what ``ToolExecutionInput`` raises for the call's id or name.
     """
     call_id, name, arguments = call.call_id, call.name, call.arguments
-    if isinstance(arguments, str):
+    if type(arguments) is str and arguments == "{}":
+        # A model's most common arguments: one text, parsed once, serves every such call
+        # (its parse is the same shared empty object whichever text object it comes from).
+        arguments = _EMPTY_OBJECT_TEXT
+    elif isinstance(arguments, str):
         arguments = JSONText(arguments)
     progress = None if on_progress is None else functools.partial(on_progress, call_id)
     if type(call_id) is not str or type(name) is not str:
@@ -158,14 +168,15 @@ def call_input(
     # receiver is a partial), so the slots are set directly: a batch of N calls builds N
     # inputs, and this takes about a third off each.
     input = _new_input(ToolExecutionInput)
-    _input._set_call_id(input, call_id)
-    _input._set_name(input, name)
-    _input._set_arguments(input, arguments)
-    _input._set_signal(input, signal)
-    _input._set_agent(input, agent)
-    _input._set_parent(input, None)
-    _input._set_on_progress(input, progress)
+    _set_input_call_id(input, call_id)
+    _set_input_name(input, name)
+    _set_input_arguments(input, arguments)
+    _set_input_signal(input, signal)
+    _set_input_agent(input, agent)
+    _set_input_parent(input, None)
+    _set_input_on_progress(input, progress)
     return input
 
 
 _new_input = object.__new__
+_EMPTY_OBJECT_TEXT = JSONText("{}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from itertools import chain
 from typing import cast
 
 import trio
@@ -151,6 +152,8 @@ async def run_tool_calls(
 
 _TOOL_CALL = {ToolCall}
 _call_id = operator.attrgetter("call_id")
+_concludes_turn = operator.attrgetter("concludes_turn")
+_contexts = operator.attrgetter("additional_contexts")
 
 
 def _check_calls(calls: tuple[object, ...]) -> None:
@@ -213,14 +216,12 @@ def _outcome(batch: _Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
     assert batch.committed == len(batch.calls)  # so no result is None
     results = cast("tuple[ToolResult, ...]", tuple(batch.results))
+    # Iterated in C (map, filter, chain): this looks at every result of the batch.
+    concludes_turn = any(map(_concludes_turn, results))
+    contexts: tuple[AdditionalContext, ...] = tuple(
+        chain.from_iterable(filter(None, map(_contexts, results)))
+    )
     halt: Halt | None = None
-    concludes_turn = False
-    contexts: list[AdditionalContext] = []
-    for result in results:  # one pass: this runs for every call of the batch
-        if result.concludes_turn:
-            concludes_turn = True
-        if result.additional_contexts:
-            contexts.extend(result.additional_contexts)
     if batch.halted:  # only a halted batch has a halt to look for
         halt = next((result.halt for result in results if result.halt is not None), None)
     return BatchOutcome(
@@ -228,5 +229,5 @@ def _outcome(batch: _Batch) -> BatchOutcome:
         aborted=batch.signal.cancelled,
         halt=halt,
         concludes_turn=concludes_turn,
-        contexts=tuple(contexts),
+        contexts=contexts,
     )
