@@ -803,6 +803,65 @@ def test_tool_call_validates_its_fields() -> None:
         ToolCall("c1", None, "{}")  # type: ignore[arg-type]
 
 
+async def test_the_first_bad_call_in_model_order_is_the_one_reported() -> None:
+    step = Step()
+    mixed: list[Any] = [*calls("read:x", "write:x"), ("r1", "read", "{}")]
+    with pytest.raises(ValueError, match="call_id 'x' appears more than once"):
+        await step.run(mixed)
+    mixed = [*calls("read:x"), ("r1", "read", "{}"), *calls("write:x")]
+    with pytest.raises(TypeError, match="calls must hold ToolCall objects"):
+        await step.run(mixed)
+    assert () == step.journal.events
+
+
+def test_tool_call_raises_attrs_own_validation_errors() -> None:
+    with pytest.raises(TypeError) as bad_id:
+        ToolCall(1, "read", "{}")  # type: ignore[arg-type]
+    assert (
+        "'call_id' must be <class 'str'> (got 1 that is a <class 'int'>)." == bad_id.value.args[0]
+    )
+    with pytest.raises(TypeError) as bad_name:
+        ToolCall(call_id="c1", name=None, arguments="{}")  # type: ignore[arg-type]
+    assert bad_name.value.args[0].startswith("'name' must be <class 'str'> (got None")
+    assert attrs.fields(ToolCall).name is bad_name.value.args[1]
+    call = ToolCall(call_id="c1", name="read", arguments={"a": 1})
+    assert ("c1", "read", {"a": 1}) == (call.call_id, call.name, call.arguments)
+    assert ToolCall("c2", "read", {"a": 1}) == attrs.evolve(call, call_id="c2")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        call.name = "write"  # type: ignore[misc]
+
+
+class _Text(str):
+    """A ``str`` subclass: a valid ``ToolCall`` field, not a valid input's ``call_id``."""
+
+
+async def test_a_call_id_the_input_rejects_is_an_internal_failure() -> None:
+    step = Step(journaled=False)
+    call = ToolCall(_Text("c1"), "instant", "{}")
+    assert type(call.call_id) is _Text
+    with pytest.raises(TypeError, match="call_id must be a str"):
+        await step.run([call])
+    assert [] == step.observed
+
+
+@both_paths
+async def test_every_empty_object_text_parses_to_its_own_calls_arguments(
+    journaled: bool,
+) -> None:
+    step = Step(journaled)
+    seen: list[object] = []
+
+    async def echo(args: object, ctx: ToolRunContext) -> str:
+        seen.append(args)
+        return f"{ctx.call_id} done"
+
+    step.registry.register(define_tool(echo, concurrency_safe=True))
+    batch = [ToolCall(f"e{i}", "echo", text) for i, text in enumerate(["{}", " {} ", "{}"])]
+    result = await step.run(batch)
+    assert outcome(done("e0"), done("e1"), done("e2")) == result
+    assert [{}, {}, {}] == seen
+
+
 def test_journal_event_result_matches_its_kind() -> None:
     call = ToolCall("c1", "read", "{}")
     with pytest.raises(ValueError, match="'call' event has no result"):

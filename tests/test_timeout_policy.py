@@ -501,6 +501,51 @@ async def test_later_stages_see_the_callers_signal_again(
     assert seen["body"].reason == CancelReason("TOOL_TIMEOUT", "deadline exceeded after 5s")
 
 
+class _Interrupt(BaseException):
+    """A non-``Exception`` error, standing in for ``KeyboardInterrupt``."""
+
+
+@pytest.mark.parametrize("outer_wrapper", [False, True], ids=["policy alone", "under a wrapper"])
+async def test_a_listener_interrupt_at_the_tools_deadline_surfaces_from_execute(
+    outer_wrapper: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The deadline fires the body's signal from the timer task: a listener's interrupt
+    there still cancels the body, and ``execute`` raises it once the call has its result
+    (published, with the caller's signal restored and nothing left listening)."""
+    source = CancelSource()
+    published: list[ToolResult] = []
+    seen: list[CancelSignal] = []
+
+    def interrupt(reason: CancelReason) -> None:
+        raise _Interrupt
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.signal.add_listener(interrupt)
+        await trio.sleep(100)
+        return "finished"
+
+    async def outer(exec: ToolDispatchExecution, call_next: CallNext) -> ToolResult:
+        try:
+            return await call_next()
+        finally:
+            seen.append(exec.signal)
+
+    registry = ToolRegistry()
+    registry.register(_tool(body, timeout=5))
+    if outer_wrapper:
+        registry.add_around_execute(outer)
+    registry.add_observer(lambda execution, result: published.append(result))
+
+    with pytest.raises(_Interrupt):
+        await registry.execute(_call(source.signal))
+
+    assert trio.current_time() == 5
+    assert published == [ABORTED]
+    assert seen == ([source.signal] if outer_wrapper else [])
+    assert source.signal.statistics().listeners == 0
+    assert timer_service.get().statistics()[0] == 0
+
+
 async def test_many_timed_calls_leave_no_listener_on_the_callers_signal(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

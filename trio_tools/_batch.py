@@ -25,15 +25,13 @@ yielded), with the same checks.
 from __future__ import annotations
 
 import contextvars
-import functools
 from collections.abc import Awaitable, Callable
 from typing import final
 
 import trio
 
-from ._calls import ToolCall
+from ._calls import ToolCall, call_input
 from ._input import ToolExecutionInput
-from ._json import JSONText
 from ._registry import ToolRegistry
 from ._results import ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
@@ -42,6 +40,10 @@ from ._util import logger
 
 # Every unstarted call of a stopped batch gets this (frozen, so one object serves them all).
 _SYNTHETIC = aborted(body_invoked=False, synthetic=True)
+
+
+def _not_driving(*_args: object, **_kwargs: object) -> None:
+    raise AssertionError("calls start only once drive() runs")
 
 
 def _first_failure(failures: list[Exception]) -> Exception:
@@ -61,11 +63,13 @@ class _CallReport:
         self._index = index
         self._slot_held = parallel
         # Only a journal with `record_dispatch` has a marker to write before the body.
-        self.marks_dispatch = batch.record_dispatch is not None
+        self.marks_dispatch = batch.marks_dispatch
 
     def gate_passed(self) -> None:
-        self._batch.gate_passed[self._index] = True
-        self._batch.changed()
+        batch = self._batch
+        batch.gate_passed[self._index] = True
+        if batch.waiting is not None:  # an awake driver sees it at its next step
+            batch.changed()
 
     async def dispatching(self) -> bool:
         batch = self._batch
@@ -118,9 +122,9 @@ class _Batch:
         "in_flight",
         "inputs",
         "journal",
+        "marks_dispatch",
         "max_parallel",
         "next",
-        "nursery",
         "on_progress",
         "published",
         "record_dispatch",
@@ -129,6 +133,7 @@ class _Batch:
         "registry",
         "results",
         "signal",
+        "start_soon",
         "waiting",
     )
 
@@ -155,6 +160,7 @@ class _Batch:
         self.record_settled: Callable[[ToolCall, ToolResult], Awaitable[None]] | None = getattr(
             journal, "record_settled", None
         )
+        self.marks_dispatch = self.record_dispatch is not None
         self.agent = agent
         self.on_progress = on_progress
         self.inputs: list[ToolExecutionInput | None] = [None] * count
@@ -173,8 +179,9 @@ class _Batch:
         # The driver while it is parked in _wait_changed (see changed()), else None.
         self.waiting: trio.lowlevel.Task | None = None
         self.candidate = False  # a candidate call task is spawned, not yet run
-        # Set by drive(): where calls start, and the context they start in.
-        self.nursery: trio.Nursery | None = None
+        # Set by drive(): where calls start (the nursery's start_soon), and the context
+        # they start in.
+        self.start_soon: Callable[..., None] = _not_driving
         self.context = contextvars.Context()
 
     # -- what the call tasks and the signal report ---------------------------------------
@@ -201,37 +208,38 @@ class _Batch:
         if self.waiting is None:
             return
         if self.journal is None:
+            # In one function: this runs twice per call of the batch.
             try:
-                if self._advance():
+                results = self.results
+                count = len(results)
+                index = self.committed
+                while index < count and results[index] is not None:
+                    index += 1
+                self.committed = index
+                if not (
+                    index == count
+                    or self.failures
+                    or self.halted
+                    or self.signal._reason is not None  # `.cancelled`, without the call
+                ):
+                    index = self.next
+                    if index < count and not self.candidate and self._may_start(index):
+                        # What can still keep it from starting is decided when the
+                        # candidate runs.  Spawned in the caller's context, like the
+                        # driver's starts (a task copies its spawner's context, and this
+                        # is a call task).
+                        self.candidate = True
+                        self.context.run(
+                            self.start_soon,
+                            self._call,
+                            index,
+                            None,
+                            name=f"tool call {self.calls[index].call_id!r}",
+                        )
                     return
             except Exception as exc:  # a bug: an internal failure, as in the driver
                 self.failures.append(exc)
         self._wake()
-
-    def _advance(self) -> bool:
-        """:meth:`changed` for a batch without a journal; ``False`` to wake the driver."""
-        calls, results = self.calls, self.results
-        count = len(calls)
-        index = self.committed
-        while index < count and results[index] is not None:
-            index += 1
-        self.committed = index
-        if index == count or self.failures or self.halted or self.signal.cancelled:
-            return False
-        index = self.next
-        if index < count and not self.candidate and self._may_start(index):
-            # What can still keep it from starting is decided when the candidate runs.
-            # Spawned in the caller's context, like the driver's starts (a task copies its
-            # spawner's context, and this is a call task).
-            self.candidate = True
-            self.context.run(self._spawn_candidate, index)
-        return True
-
-    def _spawn_candidate(self, index: int) -> None:
-        assert self.nursery is not None  # set by drive(), which is parked
-        self.nursery.start_soon(
-            self._call, index, None, name=f"tool call {self.calls[index].call_id!r}"
-        )
 
     async def _call(self, index: int, mode: str | None) -> None:
         """The task of call ``index``, started by the driver in ``mode``, or a candidate
@@ -242,7 +250,12 @@ class _Batch:
         if mode is None:
             self.candidate = False
             try:
-                if self.waiting is None or self.failures or self.halted or self.signal.cancelled:
+                if (
+                    self.waiting is None
+                    or self.failures
+                    or self.halted
+                    or self.signal._reason is not None  # `.cancelled`, without the call
+                ):
                     self._wake()  # the driver takes over: it closes the unstarted calls
                     return
                 assert index == self.next  # one candidate at a time, only while parked
@@ -257,6 +270,7 @@ class _Batch:
                 return
         input = self.inputs[index]
         assert input is not None  # made by _admit
+        self.inputs[index] = None  # the call holds it: freed when it returns
         report = _CallReport(self, index, mode == "parallel")
         result: ToolResult | None = None
         try:
@@ -272,7 +286,8 @@ class _Batch:
             # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
             # call has settled either way.
             self.gate_passed[index] = True
-            report.free_slot()  # a call that never dispatched frees its slot now
+            if report._slot_held:  # a call that never dispatched frees its slot now
+                report.free_slot()
         if result is not None:
             record_settled = self.record_settled
             if record_settled is not None:
@@ -295,7 +310,7 @@ class _Batch:
 
         Returning lets the nursery drain the started calls without cancelling them.
         """
-        self.nursery = nursery
+        self.start_soon = nursery.start_soon
         # Calls start in the context of the caller's task (Trio gives each task a copy of
         # its spawner's), also when a call's report starts the next one (see changed()).
         self.context = contextvars.copy_context()
@@ -417,19 +432,8 @@ class _Batch:
     def _input(self, index: int) -> ToolExecutionInput:
         input = self.inputs[index]
         if input is None:
-            call = self.calls[index]
-            on_progress = self.on_progress
-            arguments = call.arguments
-            input = self.inputs[index] = ToolExecutionInput(
-                call_id=call.call_id,
-                name=call.name,
-                # The model's raw JSON text, for the registry to parse at entry.
-                arguments=JSONText(arguments) if isinstance(arguments, str) else arguments,
-                signal=self.signal,
-                agent=self.agent,
-                on_progress=None
-                if on_progress is None
-                else functools.partial(on_progress, call.call_id),
+            input = self.inputs[index] = call_input(
+                self.calls[index], self.signal, self.agent, self.on_progress
             )
         return input
 

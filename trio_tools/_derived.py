@@ -100,17 +100,16 @@ class _Link(_Follower):
         signal = object.__new__(CancelSignal)
         signal._reason = None
         signal._listeners = {}
-        signal._parents = ()
         self.signal = signal
         self._code = code
-        self._timeout = None
         self._fatal = None
-        self._timer = -1
-        self._timers = None
+        # Each path below sets every other slot once.
         reason = parent._reason
-        if reason is not None:
+        if reason is not None:  # the parent fired before: it wins, nothing is armed
+            signal._parents = ()
+            self._timeout = None
             self._deadline = math.inf
-            self._disposers = []
+            self._timer, self._timers, self._disposers = -1, None, []
             signal._fire(reason)
             return self
         try:  # what run_timers() does, without its frame
@@ -122,7 +121,8 @@ class _Link(_Follower):
         self._timeout = timeout
         self._deadline = when
         if when <= now:
-            self._disposers = []
+            signal._parents = ()
+            self._timer, self._timers, self._disposers = -1, None, []
             signal._fire(self._deadline_reason())
             return self
         self._timers = timers

@@ -269,17 +269,18 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    # The timeout policy alone (a timed tool, no wrapper of the user's) runs inline around
-    # dispatch: no chain (view, call_next) and no coroutine of its own.
-    alone = len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy
-    chain = None if alone else AroundChain(wrappers, run, dispatch, args)
-    narrowing = None
+    chain = narrowing = None
     try:
         try:
-            if chain is None:
+            if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
+                # The timeout policy alone (a timed tool, no wrapper of the user's) runs
+                # inline around dispatch: no chain (view, call_next), no coroutine of its
+                # own.  Only detached after: the `finally` below restores the caller's
+                # signal, which is what it narrowed (no wrapper ran before it).
                 narrowing = narrow(run)
                 result = await dispatch(run, args)
             else:
+                chain = AroundChain(wrappers, run, dispatch, args)
                 value = await chain.start()
                 # The exact type needs no call; anything else is checked.
                 result = value if type(value) is ToolResult else checked_result(value)
@@ -287,11 +288,12 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
             if chain is not None:
                 chain.open = False  # a call_next kept past the chain refuses to run
             elif narrowing is not None:
-                # Detach only: the `finally` below restores the caller's signal, which is
-                # what the narrowing replaced (no wrapper ran before it).
-                narrowing.close()
-        if narrowing is not None:
-            result = narrowing.result(result)
+                # `narrowing.close()`, with its re-raise called only when it has one.
+                narrowing.detach()
+                if narrowing._fatal is not None:
+                    narrowing.close()
+        if narrowing is not None and narrowing.signal._reason is not None:
+            result = narrowing.result(result)  # only a fired signal may change it
     except Exception as exc:
         raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
     except trio.Cancelled as exc:

@@ -14,14 +14,17 @@ interrupted batch.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
+from itertools import chain
+from typing import cast
 
 import trio
 
 from ._batch import _Batch, _first_failure
 from ._calls import BatchOutcome, ToolCall
 from ._registry import ToolRegistry
-from ._results import AdditionalContext, Halt, aborted
+from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelSignal
 from ._transcript import Journal
 from ._util import leaf_exceptions, logger
@@ -107,13 +110,10 @@ async def run_tool_calls(
     if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
         raise ValueError(f"max_parallel must be an int >= 1, got {max_parallel!r}")
     batch_calls = tuple(calls)
-    seen: set[str] = set()
-    for call in batch_calls:
-        if not isinstance(call, ToolCall):
-            raise TypeError(f"calls must hold ToolCall objects, got {call!r}")
-        if call.call_id in seen:
-            raise ValueError(f"call_id {call.call_id!r} appears more than once in the batch")
-        seen.add(call.call_id)
+    # The usual batch, checked without a Python loop: exactly ToolCall objects, distinct ids.
+    only_calls = not set(map(type, batch_calls)) - _TOOL_CALL
+    if not only_calls or len(set(map(_call_id, batch_calls))) != len(batch_calls):
+        _check_calls(batch_calls)
     if on_progress is not None and not callable(on_progress):
         raise TypeError(f"on_progress must be callable or None, got {on_progress!r}")
     # Ambient cancellation before anything is journaled; and a schedule point even for an
@@ -148,6 +148,23 @@ async def run_tool_calls(
         # Raised outside the handler, so it does not drag the group along as its context.
         raise error
     return _outcome(batch)
+
+
+_TOOL_CALL = {ToolCall}
+_call_id = operator.attrgetter("call_id")
+_concludes_turn = operator.attrgetter("concludes_turn")
+_contexts = operator.attrgetter("additional_contexts")
+
+
+def _check_calls(calls: tuple[object, ...]) -> None:
+    """Raise for the first call that is not a :class:`ToolCall` or repeats a ``call_id``."""
+    seen: set[str] = set()
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(f"calls must hold ToolCall objects, got {call!r}")
+        if call.call_id in seen:
+            raise ValueError(f"call_id {call.call_id!r} appears more than once in the batch")
+        seen.add(call.call_id)
 
 
 def _one_exception(group: BaseException, failures: list[Exception]) -> BaseException:
@@ -197,22 +214,20 @@ async def _close_after_interruption(batch: _Batch) -> None:
 
 def _outcome(batch: _Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
-    results = tuple(result for result in batch.results if result is not None)
-    assert len(results) == len(batch.calls)
+    assert batch.committed == len(batch.calls)  # so no result is None
+    results = cast("tuple[ToolResult, ...]", tuple(batch.results))
+    # Iterated in C (map, filter, chain): this looks at every result of the batch.
+    concludes_turn = any(map(_concludes_turn, results))
+    contexts: tuple[AdditionalContext, ...] = tuple(
+        chain.from_iterable(filter(None, map(_contexts, results)))
+    )
     halt: Halt | None = None
-    concludes_turn = False
-    contexts: list[AdditionalContext] = []
-    for result in results:  # one pass: this runs for every call of the batch
-        if halt is None:
-            halt = result.halt
-        if result.concludes_turn:
-            concludes_turn = True
-        if result.additional_contexts:
-            contexts.extend(result.additional_contexts)
+    if batch.halted:  # only a halted batch has a halt to look for
+        halt = next((result.halt for result in results if result.halt is not None), None)
     return BatchOutcome(
         results=results,
         aborted=batch.signal.cancelled,
         halt=halt,
         concludes_turn=concludes_turn,
-        contexts=tuple(contexts),
+        contexts=contexts,
     )
