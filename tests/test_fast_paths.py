@@ -100,6 +100,8 @@ async def test_without_trios_internals_always_due_and_cancelled_here_stays_right
         scope.cancel()
         assert cancelled_here()
         assert checkpoint_due()
+        with pytest.raises(trio.Cancelled):
+            await trio.lowlevel.checkpoint_if_cancelled()
 
 
 def test_due_for_a_pending_keyboard_interrupt_and_execute_delivers_it() -> None:
