@@ -29,6 +29,7 @@ from ._derived import _Link, follows
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
+    ToolExecution,
     _Run,
     run_context,
 )
@@ -95,8 +96,12 @@ async def run_call(
     started: object = _NOT_STARTED  # the instruments' state, once they have started
     try:
         if stages.instruments is not None:
+            # The view every instrument sees, made here (what `run.execution()` does, one
+            # method call fewer on every instrumented call); finish reads it back.
+            entry_view = run._execution = object.__new__(ToolExecution)
+            entry_view._run = run
             try:
-                started = stages.instruments.start(run.execution())
+                started = stages.instruments.start(entry_view)
             except Exception:
                 started = stages.instruments.start_failed()
             if started is not None:
@@ -166,13 +171,14 @@ async def run_call(
     if _hooks is not None:
         _hooks.published(result)
     if stages.instruments is not None:
+        view: Any = run._execution  # made at entry, the one every stage saw
         if started is None:  # one instrument, no context manager: the usual case
             try:
-                stages.instruments.finished(run.execution(), result)
+                stages.instruments.finished(view, result)
             except Exception:
                 stages.instruments.finish_failed()
         else:
-            stages.instruments.finish(started, run.execution(), result)
+            stages.instruments.finish(started, view, result)
     if stages.observers:
         await publish(run, result)
     # The call is over: drop the run's view, which refers back to the run, so that
