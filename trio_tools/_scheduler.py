@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
-from itertools import chain
+from itertools import chain, repeat
 from typing import cast
 
 import trio
@@ -214,8 +214,11 @@ async def _close_after_interruption(batch: _Batch) -> None:
 
 def _outcome(batch: _Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
-    assert batch.committed == len(batch.calls)  # so no result is None
-    results = cast("tuple[ToolResult, ...]", tuple(batch.results))
+    assert batch.committed == len(batch.calls)
+    given = tuple(batch.results)
+    # Every call has its result (checked in C, by identity: no result's __eq__ runs).
+    assert not any(map(operator.is_, given, repeat(None)))
+    results = cast("tuple[ToolResult, ...]", given)
     # Iterated in C (map, filter, chain): this looks at every result of the batch.
     concludes_turn = any(map(_concludes_turn, results))
     contexts: tuple[AdditionalContext, ...] = tuple(
