@@ -109,6 +109,8 @@ from trio_tools import (
 
 GOALS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "T1", "T2", "A1", "V1", "J2", "J3")
 OK_RESULT = ToolResult(content=(TextBlock("ok"),))
+ALLOW = trio_tools.Allow()
+ACCEPT = trio_tools.Accept()
 
 Loop = Callable[[int], Awaitable[None]]
 
@@ -270,6 +272,47 @@ def typed_loop(registry: ToolRegistry, signal: trio_tools.CancelSignal) -> Loop:
             )
 
     return loop
+
+
+async def typed_args_floor_body(args: AddArgs) -> str:
+    return "ok"
+
+
+async def typed_args_floor_loop(n: int) -> None:
+    """Diagnostic: the typed floor, but its body takes the argument object, built per call
+    (what the class itself costs, before any parsing or validation)."""
+    for _ in range(n):
+        async with trio.open_nursery():
+            with trio.CancelScope():
+                await typed_args_floor_body(AddArgs(a=1, b=2))
+
+
+async def plain_allow() -> PreDecision:
+    return ALLOW
+
+
+async def plain_accept() -> PostDecision:
+    return ACCEPT
+
+
+async def staged_shape_loop(n: int) -> None:
+    """Diagnostic: P2's shape in plain Trio, with nothing of trio_tools' own: the gate's
+    cancel scope around the pre-execute hook (whose ``call_next`` is the chain's end), the
+    around wrapper whose ``call_next`` runs the body in a nursery (whose own scope is the
+    body's, as ``execute`` binds it), the post-execute hook and the observer."""
+
+    async def dispatch_body() -> ToolResult:
+        async with trio.open_nursery():
+            await floor_body()
+        return OK_RESULT
+
+    view: Any = None
+    for _ in range(n):
+        with trio.CancelScope():
+            await pre_hook(view, plain_allow)
+        result = await around_wrapper(view, dispatch_body)
+        await post_hook(view, result, plain_accept)
+        observer(view, result)
 
 
 def plain_registry(*, timeout: float | None = None, safe: bool = False) -> ToolRegistry:
@@ -453,6 +496,7 @@ async def bench_sequential(cfg: Config) -> None:
     if "P1" in cfg.only:
         loops["P1 prebuilt"] = prebuilt_loop(plain, signal)
         loops["typed floor"] = typed_floor_loop
+        loops["typed floor, args object"] = typed_args_floor_loop
         loops["P1 typed"] = typed_loop(plain, signal)
     if "T1" in cfg.only:
         loops["T1"] = execute_loop(instrumented, signal)
@@ -461,6 +505,7 @@ async def bench_sequential(cfg: Config) -> None:
     if "P2" in cfg.only:
         loops["P2"] = execute_loop(staged, signal)
         loops["P2 prebuilt"] = prebuilt_loop(staged, signal)
+        loops["P2 shape"] = staged_shape_loop
     if "P3" in cfg.only:
         loops["P3"] = execute_loop(timed, signal)
     samples = await run_rounds(cfg, loops, cfg.calls, min(cfg.chunk, cfg.calls))
@@ -496,12 +541,19 @@ async def bench_sequential(cfg: Config) -> None:
             f"{us(samples.median('P1 typed'))}/call; CPU-time ratio "
             f"{samples.cpu_ratio('P1 typed', 'typed floor'):.2f}"
         )
+        diag(
+            f"typed floor whose body takes AddArgs(a=1, b=2), built per call: "
+            f"{us(samples.median('typed floor, args object'))}/call, ratio "
+            f"{samples.ratio('typed floor, args object', 'typed floor'):.2f} "
+            "(the argument object alone, nothing parsed or checked)"
+        )
     if "P2" in cfg.only:
         goal_line(
             "P2", "execute no-op, pre+around+post+observer, vs floor", samples.ratio("P2"), 1.50
         )
         report("P2", "execute with 4 stages")
         report("P2 prebuilt", "execute with 4 stages, pre-built input")
+        report("P2 shape", "P2's shape in plain Trio (gate scope, the 3 hooks, observer, nursery)")
     if "P3" in cfg.only:
         goal_line(
             "P3",
@@ -1001,14 +1053,27 @@ async def bench_memory(cfg: Config) -> None:
             ToolExecutionInput(call_id="call", name="sleep", arguments={}, signal=signal)
         )
 
+    async def shape_body(args: object, ctx: object) -> None:
+        floor_parked.count += 1
+        await trio.sleep_forever()
+
+    async def shape_task() -> None:
+        # The per-call shape in plain Trio: the body's coroutine in the task's own nursery.
+        async with trio.open_nursery():
+            await shape_body(None, None)
+
     def spawn_floor(nursery: trio.Nursery) -> None:
         nursery.start_soon(floor_task)
+
+    def spawn_shape(nursery: trio.Nursery) -> None:
+        nursery.start_soon(shape_task)
 
     def spawn_call(nursery: trio.Nursery) -> None:
         nursery.start_soon(call)
 
     rounds = max(1, min(cfg.rounds, 3))  # tracemalloc is slow and memory is near-deterministic
     floors: list[float] = []
+    shapes: list[float] = []
     calls: list[float] = []
     floor_objects = call_objects = 0
     library: dict[str, int] = {}
@@ -1017,9 +1082,12 @@ async def bench_memory(cfg: Config) -> None:
         for index in range(cfg.warmup + rounds):
             floor_parked.count = parked.count = 0
             floor_bytes, floor_objects, _ = await parked_peak(n, spawn_floor, floor_parked)
+            floor_parked.count = 0
+            shape_bytes, _, _ = await parked_peak(n, spawn_shape, floor_parked)
             call_bytes, call_objects, library = await parked_peak(n, spawn_call, parked)
             if index >= cfg.warmup:
                 floors.append(floor_bytes / n)
+                shapes.append(shape_bytes / n)
                 calls.append(call_bytes / n)
     finally:
         tracemalloc.stop()
@@ -1033,6 +1101,12 @@ async def bench_memory(cfg: Config) -> None:
     )
     diag(f"bare sleeping task {floor / 1024:.2f} KiB; execute call {per_call / 1024:.2f} KiB")
     diag(f"tracemalloc peak over baseline, {n} in flight, median of {rounds} round(s)")
+    shape = (statistics.median(shapes) - floor) / 1024
+    diag(
+        f"plain-Trio per-call shape (the body's coroutine in the task's own nursery): "
+        f"extra {shape:.2f} KiB over the bare task, leaving {2.0 - shape:.2f} KiB of the goal "
+        f"to everything trio_tools keeps per call"
+    )
     diag(
         f"gc-tracked objects per in-flight call: execute {call_objects / n:.1f}, "
         f"bare task {floor_objects / n:.1f} (the cyclic GC walks them all: see P5)"
