@@ -37,6 +37,8 @@ def mutable_twin(cls: type[Any]) -> Any:
     Raises:
         TypeError: ``cls`` has no twin (its layout is not a twin's), at import.
     """
+    if cls.__bases__ != (Weakrefable,):
+        raise TypeError(f"{cls.__qualname__} has no twin: it must derive from Weakrefable alone")
     twin = type(f"_{cls.__name__}Fields", (Weakrefable,), {"__slots__": cls.__slots__})
     # The layouts must agree exactly: CPython checks it here, once, rather than per object.
     probe: Any = object.__new__(twin)
