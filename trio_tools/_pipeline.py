@@ -30,8 +30,8 @@ from ._execution import (
     FinalizeContent,
     ToolDefinition,
     ToolExecution,
+    ToolRunContext,
     _Run,
-    run_context,
 )
 from ._failures import exception_result, stray_or_raise
 from ._gate import gate
@@ -67,6 +67,7 @@ from ._timeout import TimeoutPolicy, narrow
 from ._util import cancelled_here, checkpoint_due
 
 _NOT_STARTED = object()  # the instruments' state until they have started
+_new = object.__new__
 
 
 async def run_call(
@@ -160,9 +161,17 @@ async def run_call(
         # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
         await abandon(run, finalize, started)
         raise
-    # 7. Finish: snapshot, finalize_content, freeze.
+    # 7. Finish: snapshot, finalize_content, freeze.  Skipped when it has nothing to do
+    # (no finalize_content, meta, halt or conclusion): it would return the result as is.
     try:
-        result = finish(run, result, finalize)
+        if (
+            finalize is not None
+            or result.meta is not None
+            or run.halt is not None
+            or run.concludes
+            or result.concludes_turn
+        ):
+            result = finish(run, result, finalize)
     except BaseException:
         # finalize_content is called once: what it raised leads to the fallback without it.
         await abandon(run, None, started)
@@ -348,9 +357,14 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            fused._bind(nursery.cancel_scope)
+            # `fused._bind(scope)` and the context (`ToolRunContext._create`), inline:
+            # every call pays for each function call on this path.
+            fused._listeners[nursery.cancel_scope] = nursery.cancel_scope
             try:
-                ctx = run_context(run, fused, nursery)
+                ctx = _new(ToolRunContext)
+                ctx._run = run
+                ctx._signal = fused
+                ctx._nursery = nursery
                 definition: Any = run.definition  # resolved: dispatch runs no other call
                 if definition._sync:
                     value = await in_worker_thread(run, args, ctx)
