@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from helpers_registry import aborted_before_dispatch
+from helpers_registry import a_stray_cancelled, aborted_before_dispatch
 
 from trio_tools import (
     Allow,
@@ -78,19 +78,6 @@ def _nothing_left(source: CancelSource) -> None:
     assert service.statistics()[0] == 0
 
 
-async def _stray_cancelled() -> trio.Cancelled:
-    """A real ``trio.Cancelled`` caught from a scope that is gone: it belongs to no scope."""
-    caught: list[trio.Cancelled] = []
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.lowlevel.checkpoint()
-        except trio.Cancelled as exc:
-            caught.append(exc)
-            raise
-    return caught[0]
-
-
 @pytest.mark.parametrize("shape", SHAPES)
 async def test_a_deadline_already_passed_when_the_policy_is_reached_is_tool_timeout(
     autojump_clock: trio.testing.MockClock, shape: str
@@ -145,7 +132,7 @@ async def test_a_callable_timeout_raising_a_stray_cancelled_is_wrapper_failed(
     autojump_clock: trio.testing.MockClock, shape: str
 ) -> None:
     source = CancelSource()
-    stray = await _stray_cancelled()
+    stray = await a_stray_cancelled()
 
     def timeout(args: object) -> float:
         raise stray
@@ -165,7 +152,7 @@ async def test_a_stray_cancelled_from_a_timed_body_is_a_tool_failure(
     autojump_clock: trio.testing.MockClock, shape: str
 ) -> None:
     source = CancelSource()
-    stray = await _stray_cancelled()
+    stray = await a_stray_cancelled()
 
     async def body(args: object, ctx: ToolRunContext) -> str:
         await trio.sleep(1)
