@@ -25,7 +25,7 @@ import trio
 
 from ._body import in_worker_thread
 from ._chains import AroundChain, checked_result
-from ._derived import _Link, follows
+from ._derived import _Link
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
@@ -300,13 +300,13 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
                 # The exact type needs no call; anything else is checked.
                 result = value if type(value) is ToolResult else checked_result(value)
         finally:
-            if chain is not None:
-                chain.open = False  # a call_next kept past the chain refuses to run
-            elif narrowing is not None:
+            if narrowing is not None:
                 # `narrowing.close()`, with its re-raise called only when it has one.
                 narrowing.detach()
                 if narrowing._fatal is not None:
                     narrowing.close()
+            elif chain is not None:
+                chain.open = False  # a call_next kept past the chain refuses to run
         if narrowing is not None and narrowing.signal._reason is not None:
             result = narrowing.result(result)  # only a fired signal may change it
     except Exception as exc:
@@ -330,7 +330,11 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """
     wrapper_signal = run.dispatch_signal
     link = None
-    if wrapper_signal is not run.caller_signal and not follows(wrapper_signal, run.caller_signal):
+    # No fusion for a derived signal attached to the caller's (the caller's in its
+    # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
+    # with the same reason (or, on a tie with its own deadline, the deadline's, which a
+    # fusion would hand on too).
+    if wrapper_signal is not run.caller_signal and run.caller_signal not in wrapper_signal._parents:
         link = _Link((run.caller_signal, wrapper_signal))
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
