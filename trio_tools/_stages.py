@@ -20,6 +20,7 @@ from ._decisions import ApprovalAnswer, ApprovalRequest, PostDecision, PreDecisi
 from ._execution import ToolDispatchExecution, ToolExecution
 from ._instrument import Instruments
 from ._results import ToolResult
+from ._timeout import is_timeout_policy
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Stages:
         "guards",
         "instruments",
         "observers",
+        "policy_alone",
         "post",
         "pre",
         "thread_limiter",
@@ -133,6 +135,12 @@ class Stages:
         # timeout policy innermost, unless it does not enforce timeouts or a timeout
         # policy was added explicitly (then ``around`` itself).
         self.around_timed = around_timed
+        # ``around_timed`` if it is the timeout policy alone (``around`` is that same tuple
+        # when the policy was added explicitly), else ``None``: the pipeline then runs no
+        # chain, dispatch applies the policy itself.
+        self.policy_alone = (
+            around_timed if len(around_timed) == 1 and is_timeout_policy(around_timed[0]) else None
+        )
         self.instruments = instruments
         # The registry's limiter for sync bodies' worker threads (fixed at construction).
         self.thread_limiter = thread_limiter
