@@ -39,7 +39,7 @@ from trio_tools._timers import timer_service
 Body = Callable[[object, ToolRunContext], Awaitable[object]]
 CallNext = Callable[[], Awaitable[ToolResult]]
 
-SHAPES = ["policy alone", "under a wrapper"]
+SHAPES = ["policy alone", "explicit policy alone", "under a wrapper"]
 
 
 def _timed_out(after: str) -> ToolResult:
@@ -61,6 +61,7 @@ def _registry(body: Body, timeout: Any, shape: str) -> ToolRegistry:
     registry.register(define_tool(body, name="tool", timeout=timeout))
     if shape == "under a wrapper":
         registry.add_around_execute(_pass_through)
+    if shape != "policy alone":
         registry.add_around_execute(timeout_policy())
     return registry
 
@@ -241,3 +242,20 @@ async def test_a_deadline_passing_while_the_dispatch_marker_is_written_is_tool_t
     assert outcome.results == (_timed_out("5s"),)
     assert ran == []
     _nothing_left(source)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_pipeline_runs_no_chain_for_the_policy_alone(shape: str) -> None:
+    """Which calls take the inline path: those whose around-execute steps are the timeout
+    policy alone, timed or not (an explicit policy also applies to untimed tools)."""
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        return "done"
+
+    stages = _registry(body, 5.0, shape)._stages
+    alone = stages.policy_alone
+    if shape == "under a wrapper":
+        assert alone is None
+    else:
+        assert alone is stages.around_timed
+        assert (stages.around is alone) == (shape == "explicit policy alone")

@@ -20,7 +20,6 @@ from ._decisions import ApprovalAnswer, ApprovalRequest, PostDecision, PreDecisi
 from ._execution import ToolDispatchExecution, ToolExecution
 from ._instrument import Instruments
 from ._results import ToolResult
-from ._timeout import is_timeout_policy
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -124,6 +123,7 @@ class Stages:
         around_timed: tuple[AroundWrapper, ...],
         instruments: Instruments | None,
         thread_limiter: trio.CapacityLimiter | None,
+        policy_alone: tuple[AroundWrapper, ...] | None = None,
     ) -> None:
         self.pre = pre
         self.guards = guards
@@ -138,9 +138,7 @@ class Stages:
         # ``around_timed`` if it is the timeout policy alone (``around`` is that same tuple
         # when the policy was added explicitly), else ``None``: the pipeline then runs no
         # chain, dispatch applies the policy itself.
-        self.policy_alone = (
-            around_timed if len(around_timed) == 1 and is_timeout_policy(around_timed[0]) else None
-        )
+        self.policy_alone = policy_alone
         self.instruments = instruments
         # The registry's limiter for sync bodies' worker threads (fixed at construction).
         self.thread_limiter = thread_limiter
