@@ -5,12 +5,12 @@ One *driver* (the body of the batch's nursery) makes every journal write, one st
 time: commit the next result in model order, else close the next unstarted call
 synthetically once the batch stops, else start the next call, else wait for something to
 change.  Each started call runs the registry's pipeline in its own task and only reports
-back (gate passed, slot freed, settled) through its :class:`_CallReport`.  So starts,
+back (gate passed, slot freed, settled) through its :class:`~._batch_call.BatchCall`.  So starts,
 commits and journal writes happen in model order by construction, and the journal never
 sees two writes at once.
 
 Without a journal a commit is a counter and a start writes nothing, so while the driver is
-parked the reports stand in for it (see :meth:`_Batch.changed`): the driver only starts
+parked the reports stand in for it (see :meth:`Batch.changed`): the driver only starts
 the first call, closes a stopped batch and returns, and a batch of N calls costs no
 context switch into the driver per call.  The start decision still happens where the
 woken driver would have taken it (in the next call's own task, once the reporting task
@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import final
 
 import trio
 
-from ._calls import ToolCall, call_input
-from ._input import ToolExecutionInput
+from ._batch_call import BatchCall
+from ._calls import ToolCall
 from ._registry import ToolRegistry
 from ._results import ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
@@ -52,60 +51,7 @@ def _first_failure(failures: list[Exception]) -> Exception:
     return failures[0]
 
 
-@final
-class _CallReport:
-    """The registry's private hooks for one call of the batch (``_stages.CallHooks``)."""
-
-    __slots__ = ("_batch", "_index", "_slot_held", "marks_dispatch")
-
-    def __init__(self, batch: _Batch, index: int, parallel: bool) -> None:
-        self._batch = batch
-        self._index = index
-        self._slot_held = parallel
-        # Only a journal with `record_dispatch` has a marker to write before the body.
-        self.marks_dispatch = batch.marks_dispatch
-
-    def gate_passed(self) -> None:
-        batch = self._batch
-        batch.gate_passed[self._index] = True
-        if batch.waiting is not None:  # an awake driver sees it at its next step
-            batch.changed()
-
-    async def dispatching(self) -> bool:
-        batch = self._batch
-        record_dispatch = batch.record_dispatch
-        if record_dispatch is None:
-            return True
-        try:
-            # The write-ahead marker: a write that began always completes.
-            with trio.CancelScope(shield=True):
-                await record_dispatch(batch.calls[self._index])
-        except Exception as exc:
-            batch._fail(exc)
-            return False
-        return True
-
-    def dispatch_settled(self) -> None:
-        # The pool slot frees here, before post-execute.
-        if self.free_slot():
-            self._batch.changed()
-
-    def free_slot(self) -> bool:
-        """Free the call's pool slot if it still holds one (at most once); ``True`` if a
-        start may have been waiting for it (the pool was full)."""
-        if not self._slot_held:
-            return False
-        self._slot_held = False
-        batch = self._batch
-        batch.in_flight -= 1
-        # Below a full pool, the slot decides nothing: every other change reports itself.
-        return batch.in_flight + 1 >= batch.max_parallel
-
-    def published(self, result: ToolResult) -> None:
-        self._batch.published[self._index] = result
-
-
-class _Batch:
+class Batch:
     """The state of one :func:`run_tool_calls`; only the driver changes the counters."""
 
     __slots__ = (
@@ -163,13 +109,14 @@ class _Batch:
         self.marks_dispatch = self.record_dispatch is not None
         self.agent = agent
         self.on_progress = on_progress
-        self.inputs: list[ToolExecutionInput | None] = [None] * count
+        # Each call's input and hooks, from its classification until it starts.
+        self.inputs: list[BatchCall | None] = [None] * count
         self.results: list[ToolResult | None] = [None] * count
         # What the registry published for each call, even if its execute() then raised.
         self.published: list[ToolResult | None] = [None] * count
         self.gate_passed = [False] * count
         self.recorded = 0  # calls whose record_call was written (a prefix, model order)
-        self.next = 0  # calls started or closed synthetically (a prefix)
+        self.next: int = 0  # calls started or closed synthetically (a prefix)
         self.committed = 0  # calls whose result was written (a prefix)
         self.in_flight = 0  # parallel calls whose pipeline has not returned
         self.exclusive_index = -1  # the last exclusive call started
@@ -223,7 +170,14 @@ class _Batch:
                     or self.signal._reason is not None  # `.cancelled`, without the call
                 ):
                     index = self.next
-                    if index < count and not self.candidate and self._may_start(index):
+                    if (
+                        index < count
+                        and not self.candidate
+                        and (index == 0 or self.gate_passed[index - 1])
+                        and self.exclusive_index < self.committed
+                        and self.in_flight < self.max_parallel
+                        and (self.barrier_for != index or self.committed == index)
+                    ):
                         # What can still keep it from starting is decided when the
                         # candidate runs.  Spawned in the caller's context, like the
                         # driver's starts (a task copies its spawner's context, and this
@@ -260,34 +214,51 @@ class _Batch:
                     return
                 assert index == self.next  # one candidate at a time, only while parked
                 # _may_start held when the candidate was spawned, and still holds.
-                mode = self._classify(index)
-                if mode is None:
+                call = self.inputs[index]
+                if call is None:
+                    call = BatchCall(self, index, self.calls[index])
+                mode = self.registry._execution_mode(call)
+                if mode != "parallel" and self.committed < index:
+                    self.inputs[index] = call
+                    self.barrier_for = index  # wait until every earlier call is committed
                     return
                 self.recorded = index + 1  # no journal: record_call writes nothing
-                self._claim(index, mode)
+                if mode == "parallel":
+                    self.in_flight += 1
+                    call._slot_held = True
+                else:
+                    self.exclusive_index = index
+                self.next = index + 1
+                self.inputs[index] = None
             except Exception as exc:  # a bug: an internal failure, as in the driver
                 self._fail(exc)
                 return
-        input = self.inputs[index]
-        assert input is not None  # made by _admit
-        self.inputs[index] = None  # the call holds it: freed when it returns
-        report = _CallReport(self, index, mode == "parallel")
+        else:
+            call = self.inputs[index]
+            assert call is not None  # made by _classify
+            self.inputs[index] = None  # the call holds it: freed when it returns
+            call._slot_held = mode == "parallel"
         result: ToolResult | None = None
         try:
-            result = await self.registry._execute(input, report)
-            if not isinstance(result, ToolResult):
+            result = await self.registry._execute(call, call)
+            if type(result) is not ToolResult and not isinstance(result, ToolResult):
                 raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
         except Exception as exc:
             # The registry turns every tool and stage failure into a result: this is a bug,
             # an internal failure of the batch.
             self._fail(exc)
             result = None
+        except BaseException:
+            # Ambient cancellation, KeyboardInterrupt: the batch is interrupted, and what
+            # the registry published is what closing it commits.
+            self.published[index] = call.published
+            raise
         finally:
             # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
             # call has settled either way.
             self.gate_passed[index] = True
-            if report._slot_held:  # a call that never dispatched frees its slot now
-                report.free_slot()
+            if call._slot_held:  # a call that never dispatched frees its slot now
+                call.free_slot()
         if result is not None:
             record_settled = self.record_settled
             if record_settled is not None:
@@ -400,7 +371,7 @@ class _Batch:
         before it starts."""
         # After its barrier, a call is classified again: the calls it waited for may have
         # changed the registry.
-        mode = self.registry.execution_mode(self._input(index))
+        mode = self.registry._execution_mode(self._input(index))
         if mode != "parallel" and self.committed < index:
             self.barrier_for = index  # wait until every earlier call is committed
             return None
@@ -429,13 +400,11 @@ class _Batch:
             self.registry._report_synthetic(self._input(index), _SYNTHETIC)
         return _SYNTHETIC
 
-    def _input(self, index: int) -> ToolExecutionInput:
-        input = self.inputs[index]
-        if input is None:
-            input = self.inputs[index] = call_input(
-                self.calls[index], self.signal, self.agent, self.on_progress
-            )
-        return input
+    def _input(self, index: int) -> BatchCall:
+        call = self.inputs[index]
+        if call is None:
+            call = self.inputs[index] = BatchCall(self, index, self.calls[index])
+        return call
 
     async def _wait_changed(self) -> None:
         """Park the driver until a report or the signal wakes it (or Trio cancels it).

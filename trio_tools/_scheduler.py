@@ -21,7 +21,7 @@ from typing import cast
 
 import trio
 
-from ._batch import _Batch, _first_failure
+from ._batch import Batch, _first_failure
 from ._calls import BatchOutcome, ToolCall
 from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
@@ -120,7 +120,7 @@ async def run_tool_calls(
     # empty batch.
     await trio.lowlevel.checkpoint()
 
-    batch = _Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
+    batch = Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
     record_batch = getattr(journal, "record_batch", None)
     if record_batch is not None:
         # Before anything of the batch runs: a raise here is an internal failure with
@@ -188,7 +188,7 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
     return leaves[0]
 
 
-async def _close_after_interruption(batch: _Batch) -> None:
+async def _close_after_interruption(batch: Batch) -> None:
     """Balance the journal after an interruption, before it propagates.
 
     Started calls are committed with the result the registry published for them (also
@@ -212,7 +212,7 @@ async def _close_after_interruption(batch: _Batch) -> None:
         logger.exception("the journal failed while closing an interrupted batch")
 
 
-def _outcome(batch: _Batch) -> BatchOutcome:
+def _outcome(batch: Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
     assert batch.committed == len(batch.calls)
     given = tuple(batch.results)
