@@ -25,13 +25,13 @@ import trio
 
 from ._body import in_worker_thread
 from ._chains import AroundChain, checked_result
-from ._derived import _Link, follows
+from ._derived import _Link
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
     ToolExecution,
+    ToolRunContext,
     _Run,
-    run_context,
 )
 from ._failures import exception_result, stray_or_raise
 from ._gate import gate
@@ -67,6 +67,7 @@ from ._timeout import TimeoutPolicy, narrow
 from ._util import cancelled_here, checkpoint_due
 
 _NOT_STARTED = object()  # the instruments' state until they have started
+_new = object.__new__
 
 
 async def run_call(
@@ -160,9 +161,17 @@ async def run_call(
         # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
         await abandon(run, finalize, started)
         raise
-    # 7. Finish: snapshot, finalize_content, freeze.
+    # 7. Finish: snapshot, finalize_content, freeze.  Skipped when it has nothing to do
+    # (no finalize_content, meta, halt or conclusion): it would return the result as is.
     try:
-        result = finish(run, result, finalize)
+        if (
+            finalize is not None
+            or result.meta is not None
+            or run.halt is not None
+            or run.concludes
+            or result.concludes_turn
+        ):
+            result = finish(run, result, finalize)
     except BaseException:
         # finalize_content is called once: what it raised leads to the fallback without it.
         await abandon(run, None, started)
@@ -291,13 +300,13 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
                 # The exact type needs no call; anything else is checked.
                 result = value if type(value) is ToolResult else checked_result(value)
         finally:
-            if chain is not None:
-                chain.open = False  # a call_next kept past the chain refuses to run
-            elif narrowing is not None:
+            if narrowing is not None:
                 # `narrowing.close()`, with its re-raise called only when it has one.
                 narrowing.detach()
                 if narrowing._fatal is not None:
                     narrowing.close()
+            elif chain is not None:
+                chain.open = False  # a call_next kept past the chain refuses to run
         if narrowing is not None and narrowing.signal._reason is not None:
             result = narrowing.result(result)  # only a fired signal may change it
     except Exception as exc:
@@ -321,7 +330,11 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     """
     wrapper_signal = run.dispatch_signal
     link = None
-    if wrapper_signal is not run.caller_signal and not follows(wrapper_signal, run.caller_signal):
+    # No fusion for a derived signal attached to the caller's (the caller's in its
+    # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
+    # with the same reason (or, on a tie with its own deadline, the deadline's, which a
+    # fusion would hand on too).
+    if wrapper_signal is not run.caller_signal and run.caller_signal not in wrapper_signal._parents:
         link = _Link((run.caller_signal, wrapper_signal))
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
@@ -344,9 +357,14 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            fused._bind(nursery.cancel_scope)
+            # `fused._bind(scope)` and the context (`ToolRunContext._create`), inline:
+            # every call pays for each function call on this path.
+            fused._listeners[nursery.cancel_scope] = nursery.cancel_scope
             try:
-                ctx = run_context(run, fused, nursery)
+                ctx = _new(ToolRunContext)
+                ctx._run = run
+                ctx._signal = fused
+                ctx._nursery = nursery
                 definition: Any = run.definition  # resolved: dispatch runs no other call
                 if definition._sync:
                     value = await in_worker_thread(run, args, ctx)
