@@ -135,7 +135,7 @@ async def run_call(
                     else:
                         result = await dispatch(run, args)
                 finally:
-                    if _hooks is not None:
+                    if _hooks is not None and _hooks.holds_slot:
                         _hooks.dispatch_settled()
                 if not result.is_error:
                     # Ambient cancellation swallowed by a stage re-raises here.

@@ -181,7 +181,7 @@ class Stage:
 class CallInput(Protocol):
     """What the pipeline reads of a call's input, once, at entry: a
     :class:`~trio_tools.ToolExecutionInput`, or the batch scheduler's own stand-in with the
-    same fields (``_batch_call.BatchCall``)."""
+    same fields (``_batch.BatchCall``)."""
 
     @property
     def call_id(self) -> str: ...
@@ -222,6 +222,10 @@ class CallHooks(Protocol):
         afterwards: if it fired meanwhile, the body is not invoked either.
         """
         ...
+
+    holds_slot: bool
+    """Whether the call holds a slot of the scheduler's pool: only then is
+    :meth:`dispatch_settled` called (a batch with no more calls than slots counts none)."""
 
     def dispatch_settled(self) -> None:
         """The around-execute chain (and so the body) settled, before post-execute: this
