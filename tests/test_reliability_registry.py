@@ -379,6 +379,42 @@ async def test_every_observer_sees_the_result_before_an_interrupt_propagates(
     assert later[0] is h.published[0]
 
 
+@pytest.mark.parametrize("ambient", [False, True], ids=["returned", "ambient cancellation"])
+async def test_an_async_observers_interrupt_still_reaches_the_sync_and_async_ones_after_it(
+    ambient: bool,
+) -> None:
+    """Synchronous observers are called without a coroutine of the registry's; one that
+    returns an awaitable hands the rest of the publication to one: the order, the shield
+    and the interrupt raised last hold across the switch."""
+    h = Harness()
+    seen: list[str] = []
+
+    @h.registry.tool(name=TOOL)
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        if ambient:
+            scope.cancel()
+            await trio.sleep_forever()
+        return "done"
+
+    async def interrupting(execution: ToolExecution, result: ToolResult) -> None:
+        await trio.lowlevel.checkpoint()  # shielded: runs even under the cancelled scope
+        seen.append("async, interrupting")
+        raise Fatal
+
+    async def async_later(execution: ToolExecution, result: ToolResult) -> None:
+        await trio.lowlevel.checkpoint()
+        seen.append("async, later")
+
+    h.registry.add_observer(lambda execution, result: seen.append("sync, first"))
+    h.registry.add_observer(interrupting)
+    h.registry.add_observer(lambda execution, result: seen.append("sync, later"))
+    h.registry.add_observer(async_later)
+    with trio.CancelScope() as scope, pytest.raises(Fatal):
+        await h.registry.execute(h.input())
+    assert ["sync, first", "async, interrupting", "sync, later", "async, later"] == seen
+    assert [aborted() if ambient else ok("done")] == h.published
+
+
 async def test_an_observer_interrupt_during_ambient_cancellation_still_reaches_the_rest() -> None:
     h = Harness()
     later: list[ToolResult] = []

@@ -1,46 +1,52 @@
 """Building the library's frozen attrs objects on the hot path, with plain attribute stores.
 
-A frozen attrs class refuses assignment in its ``__setattr__``, so the library used to set
-each slot through its member descriptor: a method-wrapper call per field, the dearest part
-of building a result or an input.  Instead, an object is made as the class's *twin* (a
-plain class with the very same slots, so the same memory layout), filled with ordinary
-attribute stores, and then given the frozen class with ``obj.__class__ = cls``.  The object
-is the frozen class's from then on: nothing of the twin remains, and nothing can observe
-the moment before (no user code runs in between).
+A frozen attrs class refuses assignment in its ``__setattr__``, so setting its slots one by
+one takes a descriptor call per field, the dearest part of building a result or an input.
+Instead, each such class derives from a plain class that holds its slots (``ToolResult``
+from ``_ResultFields``, ...): attrs reuses those slots and adds none, so both classes have
+one memory layout.  The library makes an object of the plain base, stores every field with
+ordinary attribute assignments, then sets ``obj.__class__`` to the frozen class.  From then
+on the object is the frozen class's (equality, hashing, repr, pickling, weak references and
+the refusal of assignment are attrs' own); nothing can observe the moment before, since no
+user code runs in between.
 
-CPython allows that ``__class__`` assignment only between classes of identical layout, and
-it recognises a ``__weakref__`` slot only right after the base class's slots.  A class that
-adds fields and ``__weakref__`` itself therefore has no twin; one that inherits its
-``__weakref__`` from :class:`Weakrefable` does (weak references work exactly as before).
+CPython allows that ``__class__`` assignment between classes of one layout, and checks it
+cheaply when one class is the other's only base and adds nothing to it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Weakrefable", "mutable_twin"]
+import attrs
+
+__all__ = ["check_fields_base"]
 
 
-class Weakrefable:
-    """The base of a frozen class that has a twin: it holds the class's ``__weakref__``."""
+def check_fields_base(cls: type[Any]) -> type[Any]:
+    """Check, at import, that frozen attrs class ``cls`` can be built as its base; return
+    the base.
 
-    __slots__ = ("__weakref__",)
-
-
-def mutable_twin(cls: type[Any]) -> Any:
-    """A plain class with the slots of frozen slotted ``cls`` (a :class:`Weakrefable`).
-
-    ``obj = object.__new__(twin)``, one store per field, then ``obj.__class__ = cls``: the
-    result is the object ``cls`` would have built.  Typed ``Any``: the stores are checked
-    by the code that builds ``cls``'s values, not by the twin.
+    The base must be a plain class holding exactly ``cls``'s fields and ``__weakref__`` as
+    slots, and ``cls`` must add none.
 
     Raises:
-        TypeError: ``cls`` has no twin (its layout is not a twin's), at import.
+        TypeError: it cannot (the layouts would differ, or a field would have no slot).
     """
-    if cls.__bases__ != (Weakrefable,):
-        raise TypeError(f"{cls.__qualname__} has no twin: it must derive from Weakrefable alone")
-    twin = type(f"_{cls.__name__}Fields", (Weakrefable,), {"__slots__": cls.__slots__})
+    base: type[Any] = cls.__bases__[0]
+    fields = {field.name for field in attrs.fields(cls)}
+    slots = set(getattr(base, "__slots__", ()))
+    if (
+        len(cls.__bases__) != 1
+        or base.__bases__ != (object,)
+        or slots != {*fields, "__weakref__"}
+        or cls.__slots__ != ()
+    ):
+        raise TypeError(
+            f"{cls.__qualname__} cannot be built as {base.__qualname__}: the base must hold "
+            f"exactly its fields and __weakref__ as slots, and it must add none"
+        )
     # The layouts must agree exactly: CPython checks it here, once, rather than per object.
-    probe: Any = object.__new__(twin)
+    probe: Any = object.__new__(base)
     probe.__class__ = cls
-    return twin
+    return base

@@ -64,7 +64,7 @@ from ._stages import (
     Stages,
 )
 from ._timeout import TimeoutPolicy, narrow
-from ._util import cancelled_here, checkpoint_due
+from ._util import cancel_called, cancelled_here, checkpoint_due, has_children
 
 _NOT_STARTED = object()  # the instruments' state until they have started
 _new = object.__new__
@@ -95,6 +95,9 @@ async def run_call(
     del input
     run.hooks = _hooks  # underscored: not part of `execute`'s public signature
     started: object = _NOT_STARTED  # the instruments' state, once they have started
+    # The try blocks below are few on purpose: an ambient cancellation's `trio.Cancelled`
+    # crosses all of them, and every handler it enters runs a subclass check in Python
+    # (Trio's exception classes have an ABC metaclass), about 0.3 us each.
     try:
         if stages.instruments is not None:
             # The view every instrument sees, made here (what `run.execution()` does, one
@@ -107,56 +110,54 @@ async def run_call(
                 started = stages.instruments.start_failed()
             if started is not None:
                 started = stages.instruments.enter(started)
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
-            # runs (not even post-execute).
-            if run.decided is not None:
-                raise FinalResult(run.decided)
-            if run.caller_signal._reason is not None:  # `.cancelled`, without the call
-                raise FinalResult(aborted(body_invoked=False))
-            # 3. Unknown tool / invalid arguments skip straight to post-execute.
-            args, result = resolve(run)
-            # Resolved whenever ``result`` is None (no run-time cast on this path).
-            definition: Any = run.definition
-            # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
-            if result is None and (
-                stages.pre or stages.guards or definition.requires_approval is not False
-            ):
-                result = await gate(run)
-            # 5. The around-execute chain, ending in dispatch of the body.
-            if result is None:
-                if _hooks is not None:
-                    _hooks.gate_passed()
-                wrappers = stages.around if definition.timeout is None else stages.around_timed
+        await trio.lowlevel.checkpoint_if_cancelled()
+        # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage runs
+        # (not even post-execute).
+        if run.decided is not None:
+            raise FinalResult(run.decided)
+        if run.caller_signal._reason is not None:  # `.cancelled`, without the call
+            raise FinalResult(aborted(body_invoked=False))
+        # 3. Unknown tool / invalid arguments skip straight to post-execute.
+        args, result = resolve(run)
+        # Resolved whenever ``result`` is None (no run-time cast on this path).
+        definition: Any = run.definition
+        # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
+        if result is None and (
+            stages.pre or stages.guards or definition.requires_approval is not False
+        ):
+            result = await gate(run)
+        # 5. The around-execute chain, ending in dispatch of the body.
+        if result is None:
+            wrappers = stages.around if definition.timeout is None else stages.around_timed
+            if _hooks is None:  # the usual case: no try block around the chain
+                result = await (
+                    around_execute(run, args, wrappers) if wrappers else dispatch(run, args)
+                )
+            else:
+                _hooks.gate_passed()
                 try:
-                    if wrappers:
-                        result = await around_execute(run, args, wrappers)
-                    else:
-                        result = await dispatch(run, args)
+                    result = await (
+                        around_execute(run, args, wrappers) if wrappers else dispatch(run, args)
+                    )
                 finally:
-                    if _hooks is not None and _hooks.holds_slot:
+                    if _hooks.holds_slot:
                         _hooks.dispatch_settled()
-                if not result.is_error:
-                    # Ambient cancellation swallowed by a stage re-raises here.
-                    if checkpoint_due():
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                    if run.caller_signal._reason is not None:
-                        result = cancelled_instead(run, result)
-            # 6. Post-execute, then cancellation that arrived while it waited.
-            if stages.post:
-                result = await post_execute(run, result)
-                if not result.is_error:
-                    if checkpoint_due():
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                    if run.caller_signal._reason is not None:
-                        result = cancelled_instead(run, result)
-        except FinalResult as final:
-            result = final.result
-        if not run.body_invoked:
-            # The body's nursery was the schedule point on the dispatch path; every
-            # other path still owes the caller one.
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            if not result.is_error:
+                # Ambient cancellation swallowed by a stage re-raises here.
+                if checkpoint_due():
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                if run.caller_signal._reason is not None:
+                    result = cancelled_instead(run, result)
+        # 6. Post-execute, then cancellation that arrived while it waited.
+        if stages.post:
+            result = await post_execute(run, result)
+            if not result.is_error:
+                if checkpoint_due():
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                if run.caller_signal._reason is not None:
+                    result = cancelled_instead(run, result)
+    except FinalResult as final:
+        result = final.result
     except BaseException:
         # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
         await abandon(run, finalize, started)
@@ -164,17 +165,22 @@ async def run_call(
     # 7. Finish: snapshot, finalize_content, freeze.  Skipped when it has nothing to do
     # (no finalize_content, meta, halt or conclusion): it would return the result as is.
     try:
+        if not run.body_invoked:
+            # The body's nursery was the schedule point on the dispatch path; every
+            # other path still owes the caller one.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        # finalize_content is called once: what it raises leads to the fallback without it.
+        once, finalize = finalize, None
         if (
-            finalize is not None
+            once is not None
             or result.meta is not None
             or run.halt is not None
             or run.concludes
             or result.concludes_turn
         ):
-            result = finish(run, result, finalize)
+            result = finish(run, result, once)
     except BaseException:
-        # finalize_content is called once: what it raised leads to the fallback without it.
-        await abandon(run, None, started)
+        await abandon(run, finalize, started)
         raise
     # Publish the same object that is returned.
     if _hooks is not None:
@@ -200,12 +206,17 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     """Give a call that is about to raise (ambient cancellation, ``KeyboardInterrupt``) its
     one result all the same: the result decided at entry or ``ABORTED*``, finished,
     reported to the hooks and instruments, and published."""
-    fallback = run.decided or aborted(
-        body_invoked=run.body_invoked,
-        additional_contexts=run.body_contexts,
-        halt=run.halt,
-    )
-    fallback = finish(run, fallback, finalize)
+    fallback = run.decided
+    if fallback is None:
+        fallback = aborted(
+            body_invoked=run.body_invoked, additional_contexts=run.body_contexts, halt=run.halt
+        )
+        # Made from the run's own halt, an error (so concluding nothing) without meta:
+        # `finish` would return it as it is, unless finalize_content has its say.
+        if finalize is not None:
+            fallback = finish(run, fallback, finalize)
+    else:
+        fallback = finish(run, fallback, finalize)
     hooks: CallHooks | None = run.hooks
     if hooks is not None:
         hooks.published = fallback
@@ -376,8 +387,10 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                 # An enclosing scope's cancellation is level-triggered: it comes back at
                 # the checkpoint on the aborted path below.  A Cancelled nobody's scope
                 # owns is the body's failure.
-                if not nursery.cancel_scope.cancel_called:
-                    if nursery.child_tasks or not cancelled_here():
+                # (The scope never has a deadline: only the signal and a failing child
+                # task cancel it.)
+                if not cancel_called(nursery.cancel_scope):
+                    if has_children(nursery) or not cancelled_here():
                         raise stray_or_raise(exc) from exc
                     # Ambient cancellation, nothing left in the nursery: the same object
                     # is re-raised once the nursery has exited (its exit is a shielded
@@ -396,12 +409,12 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
             link.detach()
         run.dispatch_signal = wrapper_signal
     if ambient is not None:
-        try:
-            if failure is None:  # else the nursery's exit failed: that failure wins
-                raise ambient from None
-        finally:
-            # The traceback holds this frame: no reference cycle through the local.
-            del ambient
+        if failure is None:  # else the nursery's exit failed: that failure wins
+            # Raised from a temporary pair while the local is cleared: the traceback holds
+            # this frame, which must not keep the exception (a reference cycle), and a try
+            # block to drop it would cost a handler entry on the way out.
+            raise (ambient, ambient := None)[0] from None
+        ambient = None  # no reference cycle through the failure's traceback either
     if failure is not None:
         try:
             return failure_outcome(failure, run.body_contexts)

@@ -10,7 +10,7 @@ from typing import Any, Final, cast, final
 
 import attrs
 
-from ._frozen import Weakrefable, mutable_twin
+from ._frozen import check_fields_base
 from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
@@ -67,9 +67,15 @@ FINALIZE_FAILED: Final = "FINALIZE_FAILED"
 _str = attrs.validators.instance_of(str)
 
 
+class _TextFields:
+    """``TextBlock``'s slots, mutable: the library builds its blocks as one (see ``_frozen``)."""
+
+    __slots__ = ("__weakref__", "text")
+
+
 @final
 @attrs.frozen
-class TextBlock(Weakrefable):
+class TextBlock(_TextFields):
     """A block of text for the model."""
 
     text: str = attrs.field(validator=_str)
@@ -158,9 +164,26 @@ def _error_matches_flag(instance: Any, _attribute: object, error: ErrorInfo | No
         raise ValueError("a result with error info must have is_error=True")
 
 
+class _ResultFields:
+    """``ToolResult``'s slots, mutable: the library builds its results as one (see
+    ``_frozen``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "additional_contexts",
+        "concludes_turn",
+        "content",
+        "error",
+        "halt",
+        "is_error",
+        "meta",
+        "synthetic",
+    )
+
+
 @final
 @attrs.frozen(kw_only=True)
-class ToolResult(Weakrefable):
+class ToolResult(_ResultFields):
     """The one frozen, authoritative result of a tool call.
 
     ``error.code`` says what happened; for cancellation ``ABORTED`` means the body was
@@ -317,10 +340,10 @@ def _block_from_dict(reader: WireReader) -> ContentBlock:
 
 
 _FIELDS = tuple(a.name for a in attrs.fields(ToolResult))
-# Mutable twins of the frozen classes: the library's own results are built as one and then
-# given their class (see ``_frozen``), a plain store per field instead of a descriptor call.
-_ResultFields = mutable_twin(ToolResult)
-_TextFields = mutable_twin(TextBlock)
+# The library's own results are built as their slots' base, then given their frozen class
+# (see ``_frozen``): a plain store per field instead of a descriptor call.
+check_fields_base(ToolResult)
+check_fields_base(TextBlock)
 _new = object.__new__
 
 
@@ -340,7 +363,7 @@ def make_result(
     The public constructor validates and converts every field; this is the registry's hot
     path, where every value was made or validated by the library itself.
     """
-    result = _new(_ResultFields)
+    result: Any = _new(_ResultFields)
     result.content = content
     result.is_error = is_error
     result.error = error
@@ -350,17 +373,17 @@ def make_result(
     result.halt = halt
     result.synthetic = synthetic
     result.__class__ = ToolResult
-    made: ToolResult = result  # the twin's stores are untyped: the return is typed here
+    made: ToolResult = result  # the base's stores are untyped: the return is typed here
     return made
 
 
 def text_result(text: str) -> ToolResult:
     """``make_result((text_block(text),))``: a body's usual success, one text block, built
     with no argument handling (every call that returns a ``str`` makes one)."""
-    block = _new(_TextFields)
+    block: Any = _new(_TextFields)
     block.text = text
     block.__class__ = TextBlock
-    result = _new(_ResultFields)
+    result: Any = _new(_ResultFields)
     result.content = (block,)
     result.is_error = False
     result.error = None
@@ -376,7 +399,7 @@ def text_result(text: str) -> ToolResult:
 
 def text_block(text: str) -> TextBlock:
     """``TextBlock(text)`` for a ``text`` already known to be a ``str``, without validation."""
-    block = _new(_TextFields)
+    block: Any = _new(_TextFields)
     block.text = text
     block.__class__ = TextBlock
     made: TextBlock = block  # (see make_result)
@@ -385,7 +408,7 @@ def text_block(text: str) -> TextBlock:
 
 def replace_result(result: ToolResult, **changes: Any) -> ToolResult:
     """``attrs.evolve`` without re-validation, for values the library made or validated."""
-    copy = _new(_ResultFields)
+    copy: Any = _new(_ResultFields)
     for name in _FIELDS:
         setattr(copy, name, changes[name] if name in changes else getattr(result, name))
     copy.__class__ = ToolResult

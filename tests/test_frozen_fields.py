@@ -1,7 +1,8 @@
-"""Objects built on a mutable twin are exactly the frozen attrs objects they stand for.
+"""Objects built as their slots' plain base are exactly the frozen attrs objects they stand for.
 
-The registry builds its results, and ``ToolExecutionInput(...)`` builds the input, as a plain
-object of the same layout that then becomes the frozen class (``trio_tools._frozen``).  What
+The registry builds its results, and ``ToolExecutionInput(...)`` builds the input, as an
+object of the plain base class that holds the slots, which then becomes the frozen class
+(``trio_tools._frozen``).  What
 comes out must be indistinguishable from what the public constructor or attrs would make:
 the type, equality, hashing, repr, pickling, copying, weak references, ``attrs.evolve`` and
 the refusal of assignment.
@@ -28,7 +29,7 @@ from trio_tools import (
     ToolResult,
     ToolRunContext,
 )
-from trio_tools._frozen import Weakrefable, mutable_twin
+from trio_tools._frozen import check_fields_base
 from trio_tools._results import error_result, make_result, replace_result, text_block, text_result
 
 
@@ -172,8 +173,8 @@ def test_an_input_still_refuses_bad_fields() -> None:
 
 
 def test_a_subclass_of_the_input_gets_its_fields_too() -> None:
-    # Final to the type checkers only: at run time a subclass (with a __dict__, so with no
-    # twin of its layout) is built through the slot descriptors instead.
+    # Final to the type checkers only: at run time a subclass (here with a __dict__, so of
+    # another layout) is built through the slot descriptors instead.
     class Sub(ToolExecutionInput):  # type: ignore[misc]  # pyright: ignore[reportGeneralTypeIssues]
         pass
 
@@ -185,20 +186,34 @@ def test_a_subclass_of_the_input_gets_its_fields_too() -> None:
         setattr(made, "name", "m")  # noqa: B010 - the type checkers know it is frozen
 
 
-def test_a_class_of_another_layout_has_no_twin() -> None:
+def test_a_class_not_built_on_its_slots_base_is_refused() -> None:
     @attrs.frozen
-    class OwnWeakref:  # adds its fields and its own __weakref__: CPython refuses the swap
+    class OwnSlots:  # attrs gives it its own slots: no plain base holds them
         x: int
 
-    with pytest.raises(TypeError, match="has no twin"):
-        mutable_twin(OwnWeakref)
+    with pytest.raises(TypeError, match="cannot be built as"):
+        check_fields_base(OwnSlots)
+
+    class PartialBase:
+        __slots__ = ("__weakref__", "x")
 
     @attrs.frozen
-    class Twinned(Weakrefable):
+    class MoreFields(PartialBase):  # attrs adds a slot for y
+        x: int
+        y: int
+
+    with pytest.raises(TypeError, match="cannot be built as"):
+        check_fields_base(MoreFields)
+
+    class Base:
+        __slots__ = ("__weakref__", "x")
+
+    @attrs.frozen
+    class Built(Base):
         x: int
 
-    twin = mutable_twin(Twinned)
-    made: Any = object.__new__(twin)
+    assert check_fields_base(Built) is Base
+    made: Any = object.__new__(Base)
     made.x = 1
-    made.__class__ = Twinned
-    _same_frozen_object(made, Twinned(1))
+    made.__class__ = Built
+    _same_frozen_object(made, Built(1))
