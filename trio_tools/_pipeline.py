@@ -35,7 +35,6 @@ from ._execution import (
 )
 from ._failures import exception_result, stray_or_raise
 from ._gate import gate
-from ._input import ToolExecutionInput
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
@@ -60,6 +59,7 @@ from ._results import (
 from ._stages import (
     AroundWrapper,
     CallHooks,
+    CallInput,
     Pipelined,
     Stages,
 )
@@ -71,7 +71,7 @@ _new = object.__new__
 
 
 async def run_call(
-    registry: Pipelined, input: ToolExecutionInput, _hooks: CallHooks | None = None
+    registry: Pipelined, input: CallInput, _hooks: CallHooks | None = None
 ) -> ToolResult:
     """Run one tool call through the pipeline and return its one frozen result.
 
@@ -140,7 +140,8 @@ async def run_call(
                         around_execute(run, args, wrappers) if wrappers else dispatch(run, args)
                     )
                 finally:
-                    _hooks.dispatch_settled()
+                    if _hooks.holds_slot:
+                        _hooks.dispatch_settled()
             if not result.is_error:
                 # Ambient cancellation swallowed by a stage re-raises here.
                 if checkpoint_due():
@@ -183,7 +184,7 @@ async def run_call(
         raise
     # Publish the same object that is returned.
     if _hooks is not None:
-        _hooks.published(result)
+        _hooks.published = result
     if stages.instruments is not None:
         view: Any = run._execution  # made at entry, the one every stage saw
         if started is None:  # one instrument, no context manager: the usual case
@@ -218,7 +219,7 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
         fallback = finish(run, fallback, finalize)
     hooks: CallHooks | None = run.hooks
     if hooks is not None:
-        hooks.published(fallback)
+        hooks.published = fallback
     stages: Stages = run.stages
     if stages.instruments is not None and started is not _NOT_STARTED:
         stages.instruments.finish(started, run.execution(), fallback)
@@ -230,7 +231,7 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
 def report_synthetic(
     tools: Mapping[str, ToolDefinition[Any]],
     stages: Stages,
-    input: ToolExecutionInput,
+    input: CallInput,
     result: ToolResult,
 ) -> None:
     """Give the instruments a result the batch scheduler made for a call it never
@@ -241,7 +242,7 @@ def report_synthetic(
 
 
 def enter(
-    tools: Mapping[str, ToolDefinition[Any]], stages: Stages, input: ToolExecutionInput
+    tools: Mapping[str, ToolDefinition[Any]], stages: Stages, input: CallInput
 ) -> tuple[_Run, FinalizeContent | None]:
     """Entry: read each field once, resolve the definition, materialise the arguments.
 

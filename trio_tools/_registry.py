@@ -28,6 +28,7 @@ from ._stages import (
     Approver,
     AroundWrapper,
     CallHooks,
+    CallInput,
     Guard,
     PostExecuteHook,
     PreExecuteHook,
@@ -260,6 +261,10 @@ class ToolRegistry:
         ``concurrency_safe`` is exactly ``True`` (or its callable returns exactly ``True``
         for the parsed arguments); unknown tools, invalid arguments and a raising callable
         give ``"exclusive"``."""
+        return self._execution_mode(input)
+
+    def _execution_mode(self, input: CallInput) -> Literal["parallel", "exclusive"]:
+        """:meth:`execution_mode` of any call input, the batch scheduler's own included."""
         definition = self._tools.get(input.name)
         if definition is None:
             return "exclusive"
@@ -353,7 +358,7 @@ class ToolRegistry:
             """
             ...
 
-        async def _execute(self, input: ToolExecutionInput, hooks: CallHooks | None) -> ToolResult:
+        async def _execute(self, input: CallInput, hooks: CallHooks | None) -> ToolResult:
             """:meth:`execute`, plus the batch scheduler's private hooks."""
             ...
 
@@ -361,7 +366,7 @@ class ToolRegistry:
         execute = run_call
         _execute = run_call
 
-    def _report_synthetic(self, input: ToolExecutionInput, result: ToolResult) -> None:
+    def _report_synthetic(self, input: CallInput, result: ToolResult) -> None:
         """Give the instruments a result the batch scheduler made for a call it never
         started, with the view the call would have had."""
         report_synthetic(self._tools, self._stages, input, result)

@@ -18,8 +18,10 @@ import trio
 
 from ._decisions import ApprovalAnswer, ApprovalRequest, PostDecision, PreDecision
 from ._execution import ToolDispatchExecution, ToolExecution
+from ._input import ExecutionToken
 from ._instrument import Instruments
 from ._results import ToolResult
+from ._signal import CancelSignal
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -176,6 +178,27 @@ class Stage:
 # -- the pipeline's private interfaces -------------------------------------------------
 
 
+class CallInput(Protocol):
+    """What the pipeline reads of a call's input, once, at entry: a
+    :class:`~trio_tools.ToolExecutionInput`, or the batch scheduler's own stand-in with the
+    same fields (``_batch.BatchCall``)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> object: ...
+    @property
+    def signal(self) -> CancelSignal: ...
+    @property
+    def agent(self) -> object | None: ...
+    @property
+    def parent(self) -> ExecutionToken | None: ...
+    @property
+    def on_progress(self) -> Callable[[object], None] | None: ...
+
+
 class CallHooks(Protocol):
     """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
 
@@ -200,13 +223,18 @@ class CallHooks(Protocol):
         """
         ...
 
+    holds_slot: bool
+    """Whether the call holds a slot of the scheduler's pool: only then is
+    :meth:`dispatch_settled` called (a batch with no more calls than slots counts none)."""
+
     def dispatch_settled(self) -> None:
         """The around-execute chain (and so the body) settled, before post-execute: this
         frees the call's pool slot."""
 
-    def published(self, result: ToolResult) -> None:
-        """The call's one final result, also when ``execute`` is about to raise (ambient
-        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
+    published: ToolResult | None
+    """The call's one final result, set before it is published, also when ``execute`` is
+    about to raise (ambient cancellation, ``KeyboardInterrupt``): the scheduler can still
+    commit it.  (An attribute, not a call: every call of a batch sets it.)"""
 
 
 class Pipelined(Protocol):
