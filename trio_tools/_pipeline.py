@@ -135,7 +135,7 @@ async def run_call(
             elif wrappers is stages.policy_alone:
                 # The timeout policy alone (a timed tool, no wrapper of the user's) needs
                 # no chain: dispatch applies it itself.
-                step = dispatch(run, args, timed=True)
+                step = dispatch(run, args, True)  # timed (positional: cheaper than a keyword)
             else:
                 step = around_execute(run, args, wrappers)
             if _hooks is None:  # the usual case: no try block around the chain

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TimeoutPolicy", "is_timeout_policy", "timeout_policy"]
 
+_new = object.__new__
+
 
 class TimeoutPolicy:
     """The around-execute wrapper :func:`timeout_policy` returns.
@@ -67,8 +69,8 @@ def narrow(run: _Run) -> _Narrowing | None:
     # The state ``_Link((outer,), timeout, code=TOOL_TIMEOUT)`` would set, step by step in
     # this one frame: no constructor call, and no list of disposers (see _Narrowing).
     outer = run.dispatch_signal
-    narrowing = object.__new__(_Narrowing)
-    signal = narrowing.signal = object.__new__(CancelSignal)
+    narrowing = _new(_Narrowing)
+    signal = narrowing.signal = _new(CancelSignal)
     signal._reason = None
     signal._listeners = {}
     narrowing._fatal = None

@@ -50,14 +50,15 @@ class TimerService:
         key = next(self._keys)
         armed = self.armed
         heap = self._heap
-        stale = len(heap) - len(armed)
-        if stale >= 64 and stale * 2 > len(heap):
-            # In place: run() may be iterating this very list.
-            if armed:
-                heap[:] = [entry for entry in heap if entry[1] in armed]
-                heapq.heapify(heap)
-            else:  # every entry is dead (one timed call at a time, say): nothing to keep
-                heap.clear()
+        if len(heap) >= 64:  # below, there cannot be 64 disarmed entries
+            stale = len(heap) - len(armed)
+            if stale >= 64 and stale * 2 > len(heap):
+                # In place: run() may be iterating this very list.
+                if armed:
+                    heap[:] = [entry for entry in heap if entry[1] in armed]
+                    heapq.heapify(heap)
+                else:  # every entry is dead (one timed call at a time, say): none to keep
+                    heap.clear()
         armed[key] = target
         heappush(heap, (deadline, key))
         if deadline < self._wake:
