@@ -22,6 +22,7 @@ from helpers_registry import (
     Harness,
     PostNext,
     PreNext,
+    a_stray_cancelled,
     aborted,
     error,
     note,
@@ -252,20 +253,6 @@ async def returned(call: Awaitable[ToolResult]) -> ToolResult:
         return await call
     except trio.Cancelled as exc:
         raise AssertionError("execute raised trio.Cancelled; nobody cancelled it") from exc
-
-
-async def a_stray_cancelled() -> trio.Cancelled:
-    """A real ``trio.Cancelled``, caught from a scope that is gone: raising it again later
-    belongs to no scope."""
-    caught: list[trio.Cancelled] = []
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.lowlevel.checkpoint()
-        except trio.Cancelled as exc:
-            caught.append(exc)
-            raise
-    return caught[0]
 
 
 @pytest.mark.parametrize("source", ["body", "start_soon", "receiver", "receiver_in_task"])

@@ -50,6 +50,7 @@ from ._results import (
     TOOL_FAILED,
     UNKNOWN_TOOL,
     WRAPPER_FAILED,
+    AdditionalContext,
     ToolResult,
     aborted,
     error_result,
@@ -63,7 +64,7 @@ from ._stages import (
     Pipelined,
     Stages,
 )
-from ._timeout import TimeoutPolicy, narrow
+from ._timeout import _Narrowing, narrow, timeout_outcome
 from ._util import cancel_called, cancelled_here, checkpoint_due, has_children
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -129,16 +130,20 @@ async def run_call(
         # 5. The around-execute chain, ending in dispatch of the body.
         if result is None:
             wrappers = stages.around if definition.timeout is None else stages.around_timed
+            if not wrappers:
+                step = dispatch(run, args)  # a coroutine: nothing of it runs before `await`
+            elif wrappers is stages.policy_alone:
+                # The timeout policy alone (a timed tool, no wrapper of the user's) needs
+                # no chain: dispatch applies it itself.
+                step = dispatch(run, args, timed=True)
+            else:
+                step = around_execute(run, args, wrappers)
             if _hooks is None:  # the usual case: no try block around the chain
-                result = await (
-                    around_execute(run, args, wrappers) if wrappers else dispatch(run, args)
-                )
+                result = await step
             else:
                 _hooks.gate_passed()
                 try:
-                    result = await (
-                        around_execute(run, args, wrappers) if wrappers else dispatch(run, args)
-                    )
+                    result = await step
                 finally:
                     if _hooks.holds_slot:
                         _hooks.dispatch_settled()
@@ -296,42 +301,47 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = narrowing = None
+    chain = AroundChain(wrappers, run, dispatch, args)
     try:
         try:
-            if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
-                # The timeout policy alone (a timed tool, no wrapper of the user's) runs
-                # inline around dispatch: no chain (view, call_next), no coroutine of its
-                # own.  Only detached after: the `finally` below restores the caller's
-                # signal, which is what it narrowed (no wrapper ran before it).
-                narrowing = narrow(run)
-                result = await dispatch(run, args)
-            else:
-                chain = AroundChain(wrappers, run, dispatch, args)
-                value = await chain.start()
-                # The exact type needs no call; anything else is checked.
-                result = value if type(value) is ToolResult else checked_result(value)
+            value = await chain.start()
         finally:
-            if narrowing is not None:
-                # `narrowing.close()`, with its re-raise called only when it has one.
-                narrowing.detach()
-                if narrowing._fatal is not None:
-                    narrowing.close()
-            elif chain is not None:
-                chain.open = False  # a call_next kept past the chain refuses to run
-        if narrowing is not None and narrowing.signal._reason is not None:
-            result = narrowing.result(result)  # only a fired signal may change it
-    except Exception as exc:
-        raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
-    except trio.Cancelled as exc:
-        stray = stray_or_raise(exc)
-        raise FinalResult(exception_result(stray, WRAPPER_FAILED)) from None
+            chain.open = False  # a call_next kept past the chain refuses to run
+        # The exact type needs no call; anything else is checked.
+        result = value if type(value) is ToolResult else checked_result(value)
+    except (Exception, trio.Cancelled) as exc:
+        raise FinalResult(wrapper_failure(exc)) from None
     finally:
         run.dispatch_signal = run.caller_signal
     return with_body_contexts(run, result) if run.body_contexts else result
 
 
-async def dispatch(run: _Run, args: Any) -> ToolResult:
+def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
+    """``WRAPPER_FAILED`` for what an around-execute wrapper raised, a stray ``Cancelled``
+    included; an ambient one (an enclosing scope is cancelled) is re-raised instead."""
+    try:
+        if isinstance(exc, trio.Cancelled):
+            return exception_result(stray_or_raise(exc), WRAPPER_FAILED)
+        return exception_result(exc, WRAPPER_FAILED)
+    finally:
+        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
+
+
+def timed_failure(
+    failure: BaseException, narrowing: _Narrowing | None, contexts: tuple[AdditionalContext, ...]
+) -> ToolResult:
+    """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
+    result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
+    (see :func:`wrapper_failure`)."""
+    try:
+        return timeout_outcome(narrowing, failure_outcome(failure, contexts))
+    except trio.Cancelled as exc:
+        raise FinalResult(wrapper_failure(exc)) from None
+    finally:
+        del failure  # the traceback of what this raises holds this frame
+
+
+async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     """The end of the around-execute chain: run the body to quiescence.
 
     Fuses the caller's signal (captured at entry) with the wrapper's current
@@ -339,14 +349,31 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     it, such as the timeout policy's: it already fires whenever the caller's does), runs
     the body in a per-call nursery inside the fused signal's scope, removes the fusion's
     listeners and restores ``exec.signal`` to the wrapper's value.
+
+    ``timed``: the timeout policy is the only wrapper (``run_call`` runs no chain for it),
+    applied here as its ``__call__`` would around ``call_next()``: the body runs under the
+    narrowed signal, detached once the nursery is done, and the result is the policy's
+    (``TOOL_TIMEOUT`` if its own deadline fired first).  What the policy would raise stays
+    final: ``WRAPPER_FAILED`` (a callable timeout that fails, a stray ``Cancelled``), and
+    what a listener raised when the deadline fired the signal, re-raised here.
     """
     wrapper_signal = run.dispatch_signal
-    link = None
+    narrowing: _Narrowing | None = None
+    if timed:
+        try:
+            narrowing = narrow(run)  # `exec.signal` until the `finally` below restores it
+        except (Exception, trio.Cancelled) as exc:
+            raise FinalResult(wrapper_failure(exc)) from None
+    link: _Link | None = narrowing  # detached below, like a fusion
     # No fusion for a derived signal attached to the caller's (the caller's in its
     # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
     # with the same reason (or, on a tie with its own deadline, the deadline's, which a
     # fusion would hand on too).
-    if wrapper_signal is not run.caller_signal and run.caller_signal not in wrapper_signal._parents:
+    if (
+        link is None
+        and wrapper_signal is not run.caller_signal
+        and run.caller_signal not in wrapper_signal._parents
+    ):
         link = _Link((run.caller_signal, wrapper_signal))
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
@@ -355,14 +382,14 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
-            return aborted(body_invoked=False)
+            return timeout_outcome(narrowing, aborted(body_invoked=False))
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if (
             run.hooks is not None
             and run.hooks.marks_dispatch
             and (not await run.hooks.dispatching() or fused._reason is not None)
         ):
-            return aborted(body_invoked=False)
+            return timeout_outcome(narrowing, aborted(body_invoked=False))
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
         # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
@@ -409,14 +436,23 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
+    if narrowing is not None and narrowing._fatal is not None:
+        # Its deadline fired the signal from the timer task and a listener raised: that
+        # wins over any outcome (the policy's `close()`), raised in the task that owns it.
+        ambient = failure = None  # not kept by this frame, which the traceback holds
+        narrowing.close()
     if ambient is not None:
         if failure is None:  # else the nursery's exit failed: that failure wins
+            if timed and not cancelled_here():  # no longer ambient: the policy's failure
+                raise FinalResult(wrapper_failure((ambient, ambient := None)[0])) from None
             # Raised from a temporary pair while the local is cleared: the traceback holds
             # this frame, which must not keep the exception (a reference cycle), and a try
             # block to drop it would cost a handler entry on the way out.
             raise (ambient, ambient := None)[0] from None
         ambient = None  # no reference cycle through the failure's traceback either
     if failure is not None:
+        if timed:
+            return timed_failure((failure, failure := None)[0], narrowing, run.body_contexts)
         try:
             return failure_outcome(failure, run.body_contexts)
         finally:
@@ -427,7 +463,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        return aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        return timeout_outcome(narrowing, result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:

@@ -109,6 +109,9 @@ class ToolRegistry:
         timed = around
         if self._enforce_timeouts and not any(is_timeout_policy(fn) for fn in around):
             timed = (*around, _ENFORCED_TIMEOUTS)
+        # The timeout policy alone (``around`` itself when it was added explicitly): the
+        # pipeline runs no chain for it.
+        alone = timed if len(timed) == 1 and is_timeout_policy(timed[0]) else None
         self._stages = Stages(
             self._pre.fns,
             self._guards.fns,
@@ -119,6 +122,7 @@ class ToolRegistry:
             timed,
             Instruments(self._instruments.fns) if self._instruments.fns else None,
             self._thread_limiter,
+            alone,
         )
 
     def __repr__(self) -> str:

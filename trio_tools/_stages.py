@@ -108,6 +108,7 @@ class Stages:
         "guards",
         "instruments",
         "observers",
+        "policy_alone",
         "post",
         "pre",
         "thread_limiter",
@@ -124,6 +125,7 @@ class Stages:
         around_timed: tuple[AroundWrapper, ...],
         instruments: Instruments | None,
         thread_limiter: trio.CapacityLimiter | None,
+        policy_alone: tuple[AroundWrapper, ...] | None = None,
     ) -> None:
         self.pre = pre
         self.guards = guards
@@ -135,6 +137,10 @@ class Stages:
         # timeout policy innermost, unless it does not enforce timeouts or a timeout
         # policy was added explicitly (then ``around`` itself).
         self.around_timed = around_timed
+        # ``around_timed`` if it is the timeout policy alone (``around`` is that same tuple
+        # when the policy was added explicitly), else ``None``: the pipeline then runs no
+        # chain, dispatch applies the policy itself.
+        self.policy_alone = policy_alone
         self.instruments = instruments
         # The registry's limiter for sync bodies' worker threads (fixed at construction).
         self.thread_limiter = thread_limiter

@@ -57,12 +57,13 @@ def narrow(run: _Run) -> _Narrowing | None:
     Raises:
         ValueError: a callable ``timeout`` raised or gave an invalid value.
     """
-    definition = run.definition
-    timeout: Any = None if definition is None else definition.timeout
-    if timeout is not None and callable(timeout):
-        timeout = _evaluate(run, timeout)
-    if timeout is None:
-        return None
+    definition: Any = run.definition  # resolved: only those reach the around-execute stage
+    timeout: Any = definition.timeout
+    if type(timeout) is not float:  # a float, the usual case, needs neither check
+        if timeout is not None and callable(timeout):
+            timeout = _evaluate(run, timeout)
+        if timeout is None:
+            return None
     # The state ``_Link((outer,), timeout, code=TOOL_TIMEOUT)`` would set, step by step in
     # this one frame: no constructor call, and no list of disposers (see _Narrowing).
     outer = run.dispatch_signal
@@ -145,6 +146,11 @@ class _Narrowing(_Link):
             additional_contexts=result.additional_contexts,
             halt=result.halt,
         )
+
+
+def timeout_outcome(narrowing: _Narrowing | None, result: ToolResult) -> ToolResult:
+    """``narrowing.result(result)``; ``result`` itself when no deadline applied."""
+    return result if narrowing is None else narrowing.result(result)
 
 
 def is_timeout_policy(wrapper: object) -> bool:
