@@ -174,15 +174,16 @@ async def run_call(
             # The body's nursery was the schedule point on the dispatch path; every
             # other path still owes the caller one.
             await trio.lowlevel.cancel_shielded_checkpoint()
-        # finalize_content is called once: what it raises leads to the fallback without it.
-        once, finalize = finalize, None
         if (
-            once is not None
+            finalize is not None
             or result.meta is not None
             or run.halt is not None
             or run.concludes
             or result.concludes_turn
         ):
+            # finalize_content is called once: what it raises leads to the fallback
+            # without it.
+            once, finalize = finalize, None
             result = finish(run, result, once)
     except BaseException:
         await abandon(run, finalize, started)
