@@ -80,6 +80,7 @@ It always exits 0: a ``MISS`` is a finding to report, not a failure.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import platform
 import statistics
@@ -824,6 +825,58 @@ async def per_call_nursery_ambient(n: int) -> float:
     return time.perf_counter() - start
 
 
+async def per_call_nursery_deep(n: int, *, ambient: bool) -> float:
+    """Both P5 variants in plain Trio at a call's depth: between each task and its body, the
+    two coroutine frames every ``execute`` call has (an entry that catches everything, to
+    publish a result, and re-raises; a dispatch running the body in its own nursery, which
+    catches the body's ``Cancelled`` inside it).  Signal-style, every nursery's scope is
+    cancelled and each task returns; ambient, the enclosing scope is cancelled and each
+    dispatch re-raises the held ``Cancelled`` once its nursery has exited.  On its way out
+    a ``Cancelled`` costs, for every frame it crosses, a traceback entry and a frame object
+    kept until the enclosing nursery frees the group of 10,000, and a subclass check in
+    Python for every handler it enters; then Trio records each failed child."""
+    scopes: list[trio.CancelScope] = []
+
+    async def body() -> None:
+        await trio.sleep_forever()
+
+    async def dispatch() -> None:
+        held: trio.Cancelled | None = None
+        async with trio.open_nursery() as own:
+            scopes.append(own.cancel_scope)
+            try:
+                await body()
+            except trio.Cancelled as exc:
+                if not own.cancel_scope.cancel_called:
+                    held = exc
+        if held is not None:
+            try:
+                raise held
+            finally:
+                del held
+
+    async def entry() -> None:
+        try:
+            await dispatch()
+        except BaseException:
+            raise
+
+    async def task() -> None:
+        await entry()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(task)
+        await trio.testing.wait_all_tasks_blocked()
+        start = time.perf_counter()
+        if ambient:
+            nursery.cancel_scope.cancel()
+        else:
+            for scope in scopes:
+                scope.cancel(reason="CANCELLED: benchmark")
+    return time.perf_counter() - start
+
+
 async def execute_cancel(n: int) -> float:
     parked = Parked()
     registry = sleeper_registry(parked)
@@ -911,6 +964,8 @@ async def bench_cancel(cfg: Config) -> None:
         "execute": execute_cancel,
         "ambient": ambient_cancel,
         "per-call nursery, ambient": per_call_nursery_ambient,
+        "at a call's depth, signal": functools.partial(per_call_nursery_deep, ambient=False),
+        "at a call's depth, ambient": functools.partial(per_call_nursery_deep, ambient=True),
     }
     if scheduler() is not None:
         variants["batch"] = batch_cancel
@@ -984,6 +1039,13 @@ async def bench_cancel(cfg: Config) -> None:
         f"{median[shape] * 1e3:.2f} ms ({us(median[shape] / n)}/task), "
         f"{ratio(shape, 'execute'):.2f}x execute's signal variant (the ambient goal's ratio "
         f"if the calls cost nothing beyond plain Trio)"
+    )
+    deep = "at a call's depth, signal", "at a call's depth, ambient"
+    diag(
+        f"plain Trio at a call's depth (each task's body under an entry and a dispatch frame, "
+        f"in its own nursery): signal-style {us(median[deep[0]] / n)}/task, ambient "
+        f"{us(median[deep[1]] / n)}/task, ambient vs signal {ratio(deep[1], deep[0]):.2f} "
+        f"(what plain Trio code of the calls' shape gets for the ambient goal's ratio)"
     )
     if "batch" in median:
         diag(

@@ -241,3 +241,17 @@ class StageLog:
         registry.add_around_execute(wrapper)
         registry.add_post_execute(post)
         registry.tool(body, name=TOOL, finalize_content=finalize)
+
+
+async def a_stray_cancelled() -> trio.Cancelled:
+    """A real ``trio.Cancelled``, caught from a scope that is gone: raising it again later
+    belongs to no scope."""
+    caught: list[trio.Cancelled] = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            caught.append(exc)
+            raise
+    return caught[0]

@@ -192,18 +192,45 @@ async def test_batches_leave_no_cycles(autojump_clock: trio.testing.MockClock) -
     assert found == {}, f"batches left reference cycles: {found.most_common(10)}"
 
 
-@pytest.mark.parametrize("staged", [False, True], ids=["no stages", "every stage"])
-async def test_ambient_cancellation_leaves_no_cycles(staged: bool) -> None:
+@pytest.mark.parametrize(
+    ("staged", "observed", "name"),
+    [
+        (False, False, "park"),
+        (False, True, "park"),
+        (False, True, "slow"),
+        (True, False, "park"),
+        (True, False, "slow"),
+    ],
+    ids=[
+        "no stages",
+        "observers only",
+        "observers only, timed tool",
+        "every stage",
+        "every stage, timed tool",
+    ],
+)
+async def test_ambient_cancellation_leaves_no_cycles(
+    staged: bool, observed: bool, name: str
+) -> None:
     """A call cancelled by an enclosing scope raises ``trio.Cancelled``; its exception's
     traceback must not hold the frames that caught it in a cycle either (the body's
-    ``Cancelled`` is held past its nursery's exit and re-raised)."""
+    ``Cancelled`` is held past its nursery's exit and re-raised), whether the result is
+    published to no observer, to synchronous and asynchronous ones, or through every stage,
+    and whether the timeout policy runs around the body."""
     registry = build(staged=staged)
+    if observed:
+
+        async def observe(exec: ToolExecution, result: ToolResult) -> None:
+            await trio.lowlevel.checkpoint()
+
+        registry.add_observer(lambda exec, result: None)
+        registry.add_observer(observe)
     source = CancelSource()
 
     async def cancelled_from_outside() -> None:
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(call, registry, "park", source)
+                nursery.start_soon(call, registry, name, source)
                 await trio.testing.wait_all_tasks_blocked()
                 scope.cancel()
         assert scope.cancelled_caught

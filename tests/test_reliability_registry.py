@@ -22,6 +22,7 @@ from helpers_registry import (
     Harness,
     PostNext,
     PreNext,
+    a_stray_cancelled,
     aborted,
     error,
     note,
@@ -254,20 +255,6 @@ async def returned(call: Awaitable[ToolResult]) -> ToolResult:
         raise AssertionError("execute raised trio.Cancelled; nobody cancelled it") from exc
 
 
-async def a_stray_cancelled() -> trio.Cancelled:
-    """A real ``trio.Cancelled``, caught from a scope that is gone: raising it again later
-    belongs to no scope."""
-    caught: list[trio.Cancelled] = []
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        try:
-            await trio.lowlevel.checkpoint()
-        except trio.Cancelled as exc:
-            caught.append(exc)
-            raise
-    return caught[0]
-
-
 @pytest.mark.parametrize("source", ["body", "start_soon", "receiver", "receiver_in_task"])
 async def test_a_stray_cancelled_from_the_body_side_is_a_tool_failure(source: str) -> None:
     """Never a success: the per-call nursery must not absorb a Cancelled nobody owns."""
@@ -377,6 +364,42 @@ async def test_every_observer_sees_the_result_before_an_interrupt_propagates(
     assert [ok("done")] == h.published
     assert [h.published[0]] == later
     assert later[0] is h.published[0]
+
+
+@pytest.mark.parametrize("ambient", [False, True], ids=["returned", "ambient cancellation"])
+async def test_an_async_observers_interrupt_still_reaches_the_sync_and_async_ones_after_it(
+    ambient: bool,
+) -> None:
+    """Synchronous observers are called without a coroutine of the registry's; one that
+    returns an awaitable hands the rest of the publication to one: the order, the shield
+    and the interrupt raised last hold across the switch."""
+    h = Harness()
+    seen: list[str] = []
+
+    @h.registry.tool(name=TOOL)
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        if ambient:
+            scope.cancel()
+            await trio.sleep_forever()
+        return "done"
+
+    async def interrupting(execution: ToolExecution, result: ToolResult) -> None:
+        await trio.lowlevel.checkpoint()  # shielded: runs even under the cancelled scope
+        seen.append("async, interrupting")
+        raise Fatal
+
+    async def async_later(execution: ToolExecution, result: ToolResult) -> None:
+        await trio.lowlevel.checkpoint()
+        seen.append("async, later")
+
+    h.registry.add_observer(lambda execution, result: seen.append("sync, first"))
+    h.registry.add_observer(interrupting)
+    h.registry.add_observer(lambda execution, result: seen.append("sync, later"))
+    h.registry.add_observer(async_later)
+    with trio.CancelScope() as scope, pytest.raises(Fatal):
+        await h.registry.execute(h.input())
+    assert ["sync, first", "async, interrupting", "sync, later", "async, later"] == seen
+    assert [aborted() if ambient else ok("done")] == h.published
 
 
 async def test_an_observer_interrupt_during_ambient_cancellation_still_reaches_the_rest() -> None:

@@ -283,6 +283,27 @@ async def test_pool_of_two_refills_as_each_call_returns(journaled: bool) -> None
 
 
 @both_paths
+@pytest.mark.parametrize("spare", [-1, 0, 1], ids=["one-slot-short", "exact", "one-spare"])
+async def test_the_pool_fills_only_with_more_calls_than_slots(journaled: bool, spare: int) -> None:
+    # A batch with no more calls than slots counts none: every call starts at once; one
+    # call more than slots and the last one waits for the first slot to free.
+    step = Step(journaled)
+    ids = [f"r{n}" for n in range(4)]
+    async with trio.open_nursery() as nursery:
+        step.start(nursery, [ToolCall(i, "read", "{}") for i in ids], max_parallel=4 + spare)
+        await settle()
+        started = [f"start:{i}" for i in ids]
+        assert (started if spare >= 0 else started[:3]) == step.log
+        step.release("r2")
+        await settle()
+        assert "start:r3" in step.log
+        step.release("r0", "r1", "r3")
+
+    assert (4 if spare >= 0 else 3) == step.most_running
+    assert outcome(*(done(i) for i in ids)) == step.outcome
+
+
+@both_paths
 async def test_max_parallel_is_never_exceeded(journaled: bool) -> None:
     step = Step(journaled)
     ids = [f"r{n}" for n in range(8)]

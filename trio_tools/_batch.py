@@ -1,20 +1,6 @@
-"""The driver of a batch: the state of one :func:`~trio_tools.run_tool_calls` and the task
-that advances it.
-
-One *driver* (the body of the batch's nursery) makes every journal write, one step at a
-time: commit the next result in model order, else close the next unstarted call
-synthetically once the batch stops, else start the next call, else wait for something to
-change.  Each started call runs the registry's pipeline in its own task and only reports
-back (gate passed, slot freed, settled) through its :class:`_CallReport`.  So starts,
-commits and journal writes happen in model order by construction, and the journal never
-sees two writes at once.
-
-Without a journal a commit is a counter and a start writes nothing, so while the driver is
-parked the reports stand in for it (see :meth:`_Batch.changed`): the driver only starts
-the first call, closes a stopped batch and returns, and a batch of N calls costs no
-context switch into the driver per call.  The start decision still happens where the
-woken driver would have taken it (in the next call's own task, once the reporting task
-yielded), with the same checks.
+"""The state of one :func:`~trio_tools.run_tool_calls` (:class:`Batch`) and what its calls
+do with it: each call's input and hooks (:class:`BatchCall`), the call tasks, and the
+reports with which they advance the batch while its driver (``_driver.py``) is parked.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -25,45 +11,91 @@ yielded), with the same checks.
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import Awaitable, Callable
 from typing import final
 
 import trio
 
-from ._calls import ToolCall, call_input
-from ._input import ToolExecutionInput
+from ._calls import ToolCall
+from ._input import ExecutionToken, ToolExecutionInput
+from ._json import JSONText
 from ._registry import ToolRegistry
 from ._results import ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
 from ._transcript import Journal
-from ._util import logger
 
 # Every unstarted call of a stopped batch gets this (frozen, so one object serves them all).
 _SYNTHETIC = aborted(body_invoked=False, synthetic=True)
+_EMPTY_OBJECT_TEXT = JSONText("{}")
 
 
 def _not_driving(*_args: object, **_kwargs: object) -> None:
-    raise AssertionError("calls start only once drive() runs")
-
-
-def _first_failure(failures: list[Exception]) -> Exception:
-    for other in failures[1:]:
-        logger.error("a further internal failure of the batch", exc_info=other)
-    return failures[0]
+    raise AssertionError("calls start only once the driver runs")
 
 
 @final
-class _CallReport:
-    """The registry's private hooks for one call of the batch (``_stages.CallHooks``)."""
+class BatchCall:
+    """Call ``index`` of a batch: the registry's input for it (``_stages.CallInput``) and
+    its private hooks (``_stages.CallHooks``).
 
-    __slots__ = ("_batch", "_index", "_slot_held", "marks_dispatch")
+    The input has the fields a :class:`ToolExecutionInput` would have: the model's raw
+    JSON text (a ``str``) as :class:`~trio_tools._json.JSONText`, for the registry to parse
+    at entry, the batch's signal and agent, no parent, and ``on_progress`` bound to the
+    call's id.  Nothing outside the library sees it (the registry reads each field once at
+    entry, and classification the name and the arguments), so the batch builds this one
+    plain object per call rather than a frozen input plus its hooks.
+    """
 
-    def __init__(self, batch: _Batch, index: int, parallel: bool) -> None:
+    __slots__ = (
+        "_batch",
+        "_index",
+        "agent",
+        "arguments",
+        "call_id",
+        "holds_slot",
+        "marks_dispatch",
+        "name",
+        "on_progress",
+        "parent",
+        "published",
+        "signal",
+    )
+
+    def __init__(self, batch: Batch, index: int, call: ToolCall) -> None:
+        """
+        Raises:
+            TypeError: what ``ToolExecutionInput`` raises for the call's id or name.
+        """
+        call_id, name, arguments = call.call_id, call.name, call.arguments
+        if type(arguments) is str and arguments == "{}":
+            # A model's most common arguments: one text, parsed once, serves every such call
+            # (its parse is the same shared empty object whichever text object it comes from).
+            arguments = _EMPTY_OBJECT_TEXT
+        elif isinstance(arguments, str):
+            arguments = JSONText(arguments)
+        on_progress = batch.on_progress
+        if type(call_id) is not str or type(name) is not str:
+            # What the input's constructor rejects: let it raise its own error.
+            ToolExecutionInput(call_id=call_id, name=name, arguments=arguments, signal=batch.signal)
+        self.call_id = call_id
+        self.name = name
+        self.arguments: object = arguments
+        self.signal: CancelSignal = batch.signal
+        self.agent: object | None = batch.agent
+        self.parent: ExecutionToken | None = None
+        self.on_progress: Callable[[object], None] | None = (
+            None if on_progress is None else functools.partial(on_progress, call_id)
+        )
         self._batch = batch
         self._index = index
-        self._slot_held = parallel
+        # Set when the call starts in a slot of a pool that can fill up.
+        self.holds_slot = False
         # Only a journal with `record_dispatch` has a marker to write before the body.
         self.marks_dispatch = batch.marks_dispatch
+        self.published: ToolResult | None = None  # set by the registry (see CallHooks)
+
+    # -- the hooks -----------------------------------------------------------------------
 
     def gate_passed(self) -> None:
         batch = self._batch
@@ -93,19 +125,16 @@ class _CallReport:
     def free_slot(self) -> bool:
         """Free the call's pool slot if it still holds one (at most once); ``True`` if a
         start may have been waiting for it (the pool was full)."""
-        if not self._slot_held:
+        if not self.holds_slot:
             return False
-        self._slot_held = False
+        self.holds_slot = False
         batch = self._batch
         batch.in_flight -= 1
         # Below a full pool, the slot decides nothing: every other change reports itself.
         return batch.in_flight + 1 >= batch.max_parallel
 
-    def published(self, result: ToolResult) -> None:
-        self._batch.published[self._index] = result
 
-
-class _Batch:
+class Batch:
     """The state of one :func:`run_tool_calls`; only the driver changes the counters."""
 
     __slots__ = (
@@ -126,6 +155,7 @@ class _Batch:
         "max_parallel",
         "next",
         "on_progress",
+        "pooled",
         "published",
         "record_dispatch",
         "record_settled",
@@ -163,15 +193,19 @@ class _Batch:
         self.marks_dispatch = self.record_dispatch is not None
         self.agent = agent
         self.on_progress = on_progress
-        self.inputs: list[ToolExecutionInput | None] = [None] * count
+        # Each call's input and hooks, from its classification until it starts.
+        self.inputs: list[BatchCall | None] = [None] * count
         self.results: list[ToolResult | None] = [None] * count
         # What the registry published for each call, even if its execute() then raised.
         self.published: list[ToolResult | None] = [None] * count
         self.gate_passed = [False] * count
         self.recorded = 0  # calls whose record_call was written (a prefix, model order)
-        self.next = 0  # calls started or closed synthetically (a prefix)
+        self.next: int = 0  # calls started or closed synthetically (a prefix)
         self.committed = 0  # calls whose result was written (a prefix)
-        self.in_flight = 0  # parallel calls whose pipeline has not returned
+        # Only a pool that can fill up counts its slots: with no more calls than slots, a
+        # start never waits for one, and the calls skip the counting.
+        self.pooled = max_parallel < count
+        self.in_flight = 0  # parallel calls holding a counted slot
         self.exclusive_index = -1  # the last exclusive call started
         self.barrier_for = -1  # a call classified exclusive, waiting for its barrier
         self.halted = False
@@ -179,7 +213,7 @@ class _Batch:
         # The driver while it is parked in _wait_changed (see changed()), else None.
         self.waiting: trio.lowlevel.Task | None = None
         self.candidate = False  # a candidate call task is spawned, not yet run
-        # Set by drive(): where calls start (the nursery's start_soon), and the context
+        # Set by the driver: where calls start (the nursery's start_soon), and the context
         # they start in.
         self.start_soon: Callable[..., None] = _not_driving
         self.context = contextvars.Context()
@@ -223,7 +257,14 @@ class _Batch:
                     or self.signal._reason is not None  # `.cancelled`, without the call
                 ):
                     index = self.next
-                    if index < count and not self.candidate and self._may_start(index):
+                    if (
+                        index < count
+                        and not self.candidate
+                        and (index == 0 or self.gate_passed[index - 1])
+                        and self.exclusive_index < self.committed
+                        and self.in_flight < self.max_parallel
+                        and (self.barrier_for != index or self.committed == index)
+                    ):
                         # What can still keep it from starting is decided when the
                         # candidate runs.  Spawned in the caller's context, like the
                         # driver's starts (a task copies its spawner's context, and this
@@ -260,34 +301,51 @@ class _Batch:
                     return
                 assert index == self.next  # one candidate at a time, only while parked
                 # _may_start held when the candidate was spawned, and still holds.
-                mode = self._classify(index)
-                if mode is None:
+                call = self.inputs[index]
+                if call is None:
+                    call = BatchCall(self, index, self.calls[index])
+                mode = self.registry._execution_mode(call)
+                if mode != "parallel" and self.committed < index:
+                    self.inputs[index] = call
+                    self.barrier_for = index  # wait until every earlier call is committed
                     return
                 self.recorded = index + 1  # no journal: record_call writes nothing
-                self._claim(index, mode)
+                # What _claim does, inline: this runs once per call of the batch.
+                if mode != "parallel":
+                    self.exclusive_index = index
+                elif self.pooled:
+                    self.in_flight += 1
+                    call.holds_slot = True
+                self.next = index + 1
+                self.inputs[index] = None
             except Exception as exc:  # a bug: an internal failure, as in the driver
                 self._fail(exc)
                 return
-        input = self.inputs[index]
-        assert input is not None  # made by _admit
-        self.inputs[index] = None  # the call holds it: freed when it returns
-        report = _CallReport(self, index, mode == "parallel")
+        else:
+            call = self.inputs[index]
+            assert call is not None  # made by _classify
+            self.inputs[index] = None  # the call holds it: freed when it returns
         result: ToolResult | None = None
         try:
-            result = await self.registry._execute(input, report)
-            if not isinstance(result, ToolResult):
+            result = await self.registry._execute(call, call)
+            if type(result) is not ToolResult and not isinstance(result, ToolResult):
                 raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
         except Exception as exc:
             # The registry turns every tool and stage failure into a result: this is a bug,
             # an internal failure of the batch.
             self._fail(exc)
             result = None
+        except BaseException:
+            # Ambient cancellation, KeyboardInterrupt: the batch is interrupted, and what
+            # the registry published is what closing it commits.
+            self.published[index] = call.published
+            raise
         finally:
             # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
             # call has settled either way.
             self.gate_passed[index] = True
-            if report._slot_held:  # a call that never dispatched frees its slot now
-                report.free_slot()
+            if call.holds_slot:  # a call that never dispatched frees its slot now
+                call.free_slot()
         if result is not None:
             record_settled = self.record_settled
             if record_settled is not None:
@@ -303,90 +361,13 @@ class _Batch:
                 self.halted = True
         self.changed()
 
-    # -- the driver ----------------------------------------------------------------------
-
-    async def drive(self, nursery: trio.Nursery) -> None:
-        """Make progress until every call is committed, or an internal failure stops it.
-
-        Returning lets the nursery drain the started calls without cancelling them.
-        """
-        self.start_soon = nursery.start_soon
-        # Calls start in the context of the caller's task (Trio gives each task a copy of
-        # its spawner's), also when a call's report starts the next one (see changed()).
-        self.context = contextvars.copy_context()
-        try:
-            while not self.failures and await self._step(nursery):
-                pass
-        except Exception as exc:
-            self._fail(exc)
-
-    async def _step(self, nursery: trio.Nursery) -> bool:
-        """One step of progress; ``False`` once every call is committed."""
-        # Ambient cancellation stops the batch at its next step: a journal write that was
-        # in progress has completed (shielded), nothing more is written or started.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        index = self.committed
-        if index == len(self.calls):
-            return False
-        result = self.results[index]
-        if result is not None:
-            end = index + 1
-            if self.record_settled is not None:
-                # A durable journal accepts concurrent writes: commit every result that is
-                # ready, in one round of overlapping writes (each result is durable
-                # already, from record_settled; what the commits add is that they are
-                # final).
-                results = self.results
-                while end < len(results) and results[end] is not None:
-                    end += 1
-            if end == index + 1:
-                await self._record_result(index, result)
-            else:
-                await self._record_results(index, end)
-            self.committed = end
-        elif self.halted or self.signal.cancelled:
-            if index < self.next:
-                await self._wait_changed()  # drain: started calls settle on their own
-            elif self.recorded == index:
-                await self._record_call(index)
-            else:
-                self.results[index] = self._synthetic(index)
-                self.next = index + 1
-        elif self.next == len(self.calls) or not await self._try_start(nursery):
-            await self._wait_changed()
-        return True
-
-    async def _try_start(self, nursery: trio.Nursery) -> bool:
-        """Start the next call if it may start now; ``True`` if anything was done.
-
-        The call is classified right before it starts; ``record_call`` is written between
-        the two, so a recorded call without a result is one that may have run.
-        """
-        index = self.next
-        if self.candidate:
-            return False  # the candidate call task decides (see changed())
-        mode = self._admit(index)
-        if mode is None:
-            return False
-        await self._record_call(index)
-        if self.failures or self.halted or self.signal.cancelled:
-            return True  # stopped while the call was being recorded: _step closes it
-        await trio.lowlevel.checkpoint_if_cancelled()  # never a schedule point otherwise
-        self._launch(nursery, index, mode)
-        return True
-
-    def _admit(self, index: int) -> str | None:
-        """The mode call ``index`` starts in, if it may start now, else ``None``.
-
-        It may start once the previous call passed its gate or settled, no exclusive call
-        holds the batch, a pool slot is free, and (classified exclusive) every earlier call
-        is committed.
-        """
-        return self._classify(index) if self._may_start(index) else None
+    # -- what the driver and the call tasks share -----------------------------------
 
     def _may_start(self, index: int) -> bool:
-        """What :meth:`_admit` checks before classifying.  Once true it stays true until a
-        call starts: gates pass, commits advance and slots free, never the other way."""
+        """Whether call ``index`` may start now, before it is classified: the previous call
+        passed its gate or settled, no exclusive call holds the batch, a pool slot is free,
+        and no barrier keeps it waiting.  Once true it stays true until a call starts:
+        gates pass, commits advance and slots free, never the other way."""
         return (
             (index == 0 or self.gate_passed[index - 1])
             # An exclusive call holds the batch until it is committed.
@@ -396,27 +377,25 @@ class _Batch:
         )
 
     def _classify(self, index: int) -> str | None:
-        """The rest of :meth:`_admit` (:meth:`_may_start` holds): classify the call right
-        before it starts."""
+        """The mode call ``index`` starts in (:meth:`_may_start` holds), classified right
+        before it starts, or ``None`` if, exclusive, it must wait until every earlier call
+        is committed."""
         # After its barrier, a call is classified again: the calls it waited for may have
         # changed the registry.
-        mode = self.registry.execution_mode(self._input(index))
+        mode = self.registry._execution_mode(self._input(index))
         if mode != "parallel" and self.committed < index:
             self.barrier_for = index  # wait until every earlier call is committed
             return None
         return mode
 
-    def _launch(self, nursery: trio.Nursery, index: int, mode: str) -> None:
-        """Start call ``index`` (admitted, recorded) in its own task."""
-        self._claim(index, mode)
-        nursery.start_soon(self._call, index, mode, name=f"tool call {self.calls[index].call_id!r}")
-
     def _claim(self, index: int, mode: str) -> None:
-        """Count call ``index`` (admitted, recorded) as started in ``mode``."""
-        if mode == "parallel":
-            self.in_flight += 1
-        else:
+        """Count call ``index`` (admitted, recorded, its input made) as started in
+        ``mode``."""
+        if mode != "parallel":
             self.exclusive_index = index
+        elif self.pooled:
+            self.in_flight += 1
+            self._input(index).holds_slot = True
         self.next = index + 1
 
     def _synthetic(self, index: int) -> ToolResult:
@@ -429,13 +408,11 @@ class _Batch:
             self.registry._report_synthetic(self._input(index), _SYNTHETIC)
         return _SYNTHETIC
 
-    def _input(self, index: int) -> ToolExecutionInput:
-        input = self.inputs[index]
-        if input is None:
-            input = self.inputs[index] = call_input(
-                self.calls[index], self.signal, self.agent, self.on_progress
-            )
-        return input
+    def _input(self, index: int) -> BatchCall:
+        call = self.inputs[index]
+        if call is None:
+            call = self.inputs[index] = BatchCall(self, index, self.calls[index])
+        return call
 
     async def _wait_changed(self) -> None:
         """Park the driver until a report or the signal wakes it (or Trio cancels it).
@@ -458,41 +435,3 @@ class _Batch:
         if task is not None:
             self.waiting = None
             trio.lowlevel.reschedule(task)
-
-    async def _record_call(self, index: int) -> None:
-        journal = self.journal
-        if journal is not None:
-            # A journal write that began must complete: a half-written transcript is what
-            # the journal exists to prevent, whatever is being cancelled around us.
-            with trio.CancelScope(shield=True):
-                await journal.record_call(self.calls[index])
-        self.recorded = index + 1
-
-    async def _record_result(self, index: int, result: ToolResult) -> None:
-        journal = self.journal
-        if journal is not None:
-            # Same as _record_call: a started write always completes.
-            with trio.CancelScope(shield=True):
-                await journal.record_result(self.calls[index], result)
-
-    async def _record_results(self, start: int, end: int) -> None:
-        """Commit the ready results ``start:end`` with overlapping journal writes."""
-        journal = self.journal
-        assert journal is not None
-        failures: list[Exception] = []
-
-        async def write(index: int, result: ToolResult) -> None:
-            try:
-                await journal.record_result(self.calls[index], result)
-            except Exception as exc:
-                failures.append(exc)
-
-        # Same as _record_call: a started write always completes.
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as nursery:
-                for index in range(start, end):
-                    result = self.results[index]
-                    assert result is not None  # the caller checked: every one is ready
-                    nursery.start_soon(write, index, result)
-        if failures:
-            raise _first_failure(failures)

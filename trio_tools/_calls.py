@@ -1,28 +1,16 @@
-"""What a batch takes and gives: the model's :class:`ToolCall`, the step's :class:`BatchOutcome`,
-and the :class:`ToolExecutionInput` the batch runs a call with."""
+"""What a batch takes and gives: the model's :class:`ToolCall` and the step's
+:class:`BatchOutcome`."""
 
 # the package's modules share underscore helpers with each other:
 # pyright: reportPrivateUsage=false
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any, final
 
 import attrs
 
-from ._input import ToolExecutionInput
-from ._input import _set_agent as _set_input_agent
-from ._input import _set_arguments as _set_input_arguments
-from ._input import _set_call_id as _set_input_call_id
-from ._input import _set_name as _set_input_name
-from ._input import _set_on_progress as _set_input_on_progress
-from ._input import _set_parent as _set_input_parent
-from ._input import _set_signal as _set_input_signal
-from ._json import JSONText
 from ._results import AdditionalContext, Halt, ToolResult
-from ._signal import CancelSignal
 from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = ["BatchOutcome", "ToolCall"]
@@ -131,52 +119,3 @@ class BatchOutcome:
     halt: Halt | None
     concludes_turn: bool
     contexts: tuple[AdditionalContext, ...]
-
-
-def call_input(
-    call: ToolCall,
-    signal: CancelSignal,
-    agent: object | None,
-    on_progress: Callable[[str, object], None] | None,
-) -> ToolExecutionInput:
-    """The input a batch runs ``call`` with: the model's raw JSON text (a ``str``) as
-    :class:`~trio_tools._json.JSONText`, for the registry to parse at entry, and
-    ``on_progress`` bound to the call's id.
-
-    Raises:
-        TypeError: what ``ToolExecutionInput`` raises for the call's id or name.
-    """
-    call_id, name, arguments = call.call_id, call.name, call.arguments
-    if type(arguments) is str and arguments == "{}":
-        # A model's most common arguments: one text, parsed once, serves every such call
-        # (its parse is the same shared empty object whichever text object it comes from).
-        arguments = _EMPTY_OBJECT_TEXT
-    elif isinstance(arguments, str):
-        arguments = JSONText(arguments)
-    progress = None if on_progress is None else functools.partial(on_progress, call_id)
-    if type(call_id) is not str or type(name) is not str:
-        # What the input's constructor rejects: let it raise its own error.
-        return ToolExecutionInput(
-            call_id=call_id,
-            name=name,
-            arguments=arguments,
-            signal=signal,
-            agent=agent,
-            on_progress=progress,
-        )
-    # The constructor's other checks hold by construction (no parent; the progress
-    # receiver is a partial), so the slots are set directly: a batch of N calls builds N
-    # inputs, and this takes about a third off each.
-    input = _new_input(ToolExecutionInput)
-    _set_input_call_id(input, call_id)
-    _set_input_name(input, name)
-    _set_input_arguments(input, arguments)
-    _set_input_signal(input, signal)
-    _set_input_agent(input, agent)
-    _set_input_parent(input, None)
-    _set_input_on_progress(input, progress)
-    return input
-
-
-_new_input = object.__new__
-_EMPTY_OBJECT_TEXT = JSONText("{}")

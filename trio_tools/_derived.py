@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Self, final
+from typing import final
 
 from ._signal import CancelReason, CancelSignal, _Follower, _keys
-from ._timers import TimerService, run_timers, timer_service
+from ._timers import TimerService, run_timers
 
 __all__ = ["open_signal"]
 
@@ -26,11 +26,11 @@ __all__ = ["open_signal"]
 class _Link(_Follower):
     """A derived signal that fires on the first of its parents or a deadline.
 
-    Shared by :func:`open_signal`, the timeout policy and the registry's fusion of the
-    caller's signal with a wrapper's replacement.  While attached, the derived signal's
-    ``_parents`` are the parents it listens to (see :func:`follows`).  :meth:`detach` removes
-    every listener it put on a parent and disarms its timer; it does not fire the derived
-    signal.
+    Shared by :func:`open_signal`, the timeout policy (its ``_Narrowing`` subclass) and the
+    registry's fusion of the caller's signal with a wrapper's replacement.  While attached,
+    the derived signal's ``_parents`` are the parents it listens to (dispatch reads them to
+    skip a fusion that would add nothing).  :meth:`detach` removes every listener it put
+    on a parent and disarms its timer; it does not fire the derived signal.
     """
 
     __slots__ = ("_code", "_deadline", "_disposers", "_fatal", "_timeout", "_timer", "_timers")
@@ -91,48 +91,6 @@ class _Link(_Follower):
             disposers.append((parent, key))
         signal._parents = parents
 
-    @classmethod
-    def timed(cls, parent: CancelSignal, timeout: float, code: str) -> Self:
-        """``cls((parent,), timeout, code=code)``, without the generality of ``__init__``
-        (several parents, an absolute deadline): the timeout policy makes one per timed
-        call.  The same state, step by step."""
-        self = object.__new__(cls)
-        signal = object.__new__(CancelSignal)
-        signal._reason = None
-        signal._listeners = {}
-        self.signal = signal
-        self._code = code
-        self._fatal = None
-        # Each path below sets every other slot once.
-        reason = parent._reason
-        if reason is not None:  # the parent fired before: it wins, nothing is armed
-            signal._parents = ()
-            self._timeout = None
-            self._deadline = math.inf
-            self._timer, self._timers, self._disposers = -1, None, []
-            signal._fire(reason)
-            return self
-        try:  # what run_timers() does, without its frame
-            timers = timer_service.get()
-        except LookupError:
-            timers = run_timers()
-        now = timers.clock.current_time()
-        when = now + timeout
-        self._timeout = timeout
-        self._deadline = when
-        if when <= now:
-            signal._parents = ()
-            self._timer, self._timers, self._disposers = -1, None, []
-            signal._fire(self._deadline_reason())
-            return self
-        self._timers = timers
-        self._timer = timers.arm(when, self)
-        key = next(_keys)
-        parent._listeners[key] = self
-        self._disposers = [(parent, key)]
-        signal._parents = (parent,)
-        return self
-
     def _deadline_reason(self) -> CancelReason:
         # Made only when the deadline fires: most deadlines never do.
         timeout = self._timeout
@@ -185,16 +143,6 @@ class _Link(_Follower):
             self._timer = -1
             assert self._timers is not None  # set with the timer
             self._timers.armed.pop(timer, None)  # disarm
-
-
-def follows(signal: CancelSignal, parent: CancelSignal) -> bool:
-    """Whether ``signal`` is a derived signal attached to ``parent`` (so fires when it does).
-
-    Fusing such a signal with ``parent`` would add nothing: it already fires whenever
-    ``parent`` does, with the same reason (or, on a tie with its own deadline, the
-    deadline's, which a fusion would hand on too).
-    """
-    return parent in signal._parents
 
 
 @final

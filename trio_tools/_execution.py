@@ -347,15 +347,6 @@ async def _run_guarded(fn: Callable[..., Awaitable[object]], args: tuple[object,
         raise stray_or_raise(exc) from exc
 
 
-def run_context(run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> ToolRunContext:
-    """``ToolRunContext._create(run, signal, nursery)`` without the metaclass call."""
-    ctx = object.__new__(ToolRunContext)
-    ctx._run = run
-    ctx._signal = signal
-    ctx._nursery = nursery
-    return ctx
-
-
 # ---------------------------------------------------------------------------------------
 # The tool definition
 

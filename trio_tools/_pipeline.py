@@ -25,17 +25,16 @@ import trio
 
 from ._body import in_worker_thread
 from ._chains import AroundChain, checked_result
-from ._derived import _Link, follows
+from ._derived import _Link
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
     ToolExecution,
+    ToolRunContext,
     _Run,
-    run_context,
 )
 from ._failures import exception_result, stray_or_raise
 from ._gate import gate
-from ._input import ToolExecutionInput
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
@@ -51,6 +50,7 @@ from ._results import (
     TOOL_FAILED,
     UNKNOWN_TOOL,
     WRAPPER_FAILED,
+    AdditionalContext,
     ToolResult,
     aborted,
     error_result,
@@ -60,17 +60,19 @@ from ._results import (
 from ._stages import (
     AroundWrapper,
     CallHooks,
+    CallInput,
     Pipelined,
     Stages,
 )
-from ._timeout import TimeoutPolicy, narrow
-from ._util import cancelled_here, checkpoint_due
+from ._timeout import _Narrowing, narrow, timeout_outcome
+from ._util import cancel_called, cancelled_here, checkpoint_due, has_children
 
 _NOT_STARTED = object()  # the instruments' state until they have started
+_new = object.__new__
 
 
 async def run_call(
-    registry: Pipelined, input: ToolExecutionInput, _hooks: CallHooks | None = None
+    registry: Pipelined, input: CallInput, _hooks: CallHooks | None = None
 ) -> ToolResult:
     """Run one tool call through the pipeline and return its one frozen result.
 
@@ -94,6 +96,9 @@ async def run_call(
     del input
     run.hooks = _hooks  # underscored: not part of `execute`'s public signature
     started: object = _NOT_STARTED  # the instruments' state, once they have started
+    # The try blocks below are few on purpose: an ambient cancellation's `trio.Cancelled`
+    # crosses all of them, and every handler it enters runs a subclass check in Python
+    # (Trio's exception classes have an ABC metaclass), about 0.3 us each.
     try:
         if stages.instruments is not None:
             # The view every instrument sees, made here (what `run.execution()` does, one
@@ -106,70 +111,86 @@ async def run_call(
                 started = stages.instruments.start_failed()
             if started is not None:
                 started = stages.instruments.enter(started)
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage
-            # runs (not even post-execute).
-            if run.decided is not None:
-                raise FinalResult(run.decided)
-            if run.caller_signal._reason is not None:  # `.cancelled`, without the call
-                raise FinalResult(aborted(body_invoked=False))
-            # 3. Unknown tool / invalid arguments skip straight to post-execute.
-            args, result = resolve(run)
-            # Resolved whenever ``result`` is None (no run-time cast on this path).
-            definition: Any = run.definition
-            # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
-            if result is None and (
-                stages.pre or stages.guards or definition.requires_approval is not False
-            ):
-                result = await gate(run)
-            # 5. The around-execute chain, ending in dispatch of the body.
-            if result is None:
-                if _hooks is not None:
-                    _hooks.gate_passed()
-                wrappers = stages.around if definition.timeout is None else stages.around_timed
+        await trio.lowlevel.checkpoint_if_cancelled()
+        # 1-2. Materialisation failure, then a pre-aborted caller: final, no stage runs
+        # (not even post-execute).
+        if run.decided is not None:
+            raise FinalResult(run.decided)
+        if run.caller_signal._reason is not None:  # `.cancelled`, without the call
+            raise FinalResult(aborted(body_invoked=False))
+        # 3. Unknown tool / invalid arguments skip straight to post-execute.
+        args, result = resolve(run)
+        # Resolved whenever ``result`` is None (no run-time cast on this path).
+        definition: Any = run.definition
+        # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
+        if result is None and (
+            stages.pre or stages.guards or definition.requires_approval is not False
+        ):
+            result = await gate(run)
+        # 5. The around-execute chain, ending in dispatch of the body.
+        if result is None:
+            wrappers = stages.around if definition.timeout is None else stages.around_timed
+            if not wrappers:
+                step = dispatch(run, args)  # a coroutine: nothing of it runs before `await`
+            elif wrappers is stages.policy_alone:
+                # The timeout policy alone (a timed tool, no wrapper of the user's) needs
+                # no chain: dispatch applies it itself.
+                step = dispatch(run, args, True)  # timed (positional: cheaper than a keyword)
+            else:
+                step = around_execute(run, args, wrappers)
+            if _hooks is None:  # the usual case: no try block around the chain
+                result = await step
+            else:
+                _hooks.gate_passed()
                 try:
-                    if wrappers:
-                        result = await around_execute(run, args, wrappers)
-                    else:
-                        result = await dispatch(run, args)
+                    result = await step
                 finally:
-                    if _hooks is not None:
+                    if _hooks.holds_slot:
                         _hooks.dispatch_settled()
-                if not result.is_error:
-                    # Ambient cancellation swallowed by a stage re-raises here.
-                    if checkpoint_due():
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                    if run.caller_signal._reason is not None:
-                        result = cancelled_instead(run, result)
-            # 6. Post-execute, then cancellation that arrived while it waited.
-            if stages.post:
-                result = await post_execute(run, result)
-                if not result.is_error:
-                    if checkpoint_due():
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                    if run.caller_signal._reason is not None:
-                        result = cancelled_instead(run, result)
-        except FinalResult as final:
-            result = final.result
-        if not run.body_invoked:
-            # The body's nursery was the schedule point on the dispatch path; every
-            # other path still owes the caller one.
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            if not result.is_error:
+                # Ambient cancellation swallowed by a stage re-raises here.
+                if checkpoint_due():
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                if run.caller_signal._reason is not None:
+                    result = cancelled_instead(run, result)
+        # 6. Post-execute, then cancellation that arrived while it waited.
+        if stages.post:
+            result = await post_execute(run, result)
+            if not result.is_error:
+                if checkpoint_due():
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                if run.caller_signal._reason is not None:
+                    result = cancelled_instead(run, result)
+    except FinalResult as final:
+        result = final.result
     except BaseException:
         # Ambient cancellation or KeyboardInterrupt: the call still gets its one result.
         await abandon(run, finalize, started)
         raise
-    # 7. Finish: snapshot, finalize_content, freeze.
+    # 7. Finish: snapshot, finalize_content, freeze.  Skipped when it has nothing to do
+    # (no finalize_content, meta, halt or conclusion): it would return the result as is.
     try:
-        result = finish(run, result, finalize)
+        if not run.body_invoked:
+            # The body's nursery was the schedule point on the dispatch path; every
+            # other path still owes the caller one.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        if (
+            finalize is not None
+            or result.meta is not None
+            or run.halt is not None
+            or run.concludes
+            or result.concludes_turn
+        ):
+            # finalize_content is called once: what it raises leads to the fallback
+            # without it.
+            once, finalize = finalize, None
+            result = finish(run, result, once)
     except BaseException:
-        # finalize_content is called once: what it raised leads to the fallback without it.
-        await abandon(run, None, started)
+        await abandon(run, finalize, started)
         raise
     # Publish the same object that is returned.
     if _hooks is not None:
-        _hooks.published(result)
+        _hooks.published = result
     if stages.instruments is not None:
         view: Any = run._execution  # made at entry, the one every stage saw
         if started is None:  # one instrument, no context manager: the usual case
@@ -191,15 +212,20 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     """Give a call that is about to raise (ambient cancellation, ``KeyboardInterrupt``) its
     one result all the same: the result decided at entry or ``ABORTED*``, finished,
     reported to the hooks and instruments, and published."""
-    fallback = run.decided or aborted(
-        body_invoked=run.body_invoked,
-        additional_contexts=run.body_contexts,
-        halt=run.halt,
-    )
-    fallback = finish(run, fallback, finalize)
+    fallback = run.decided
+    if fallback is None:
+        fallback = aborted(
+            body_invoked=run.body_invoked, additional_contexts=run.body_contexts, halt=run.halt
+        )
+        # Made from the run's own halt, an error (so concluding nothing) without meta:
+        # `finish` would return it as it is, unless finalize_content has its say.
+        if finalize is not None:
+            fallback = finish(run, fallback, finalize)
+    else:
+        fallback = finish(run, fallback, finalize)
     hooks: CallHooks | None = run.hooks
     if hooks is not None:
-        hooks.published(fallback)
+        hooks.published = fallback
     stages: Stages = run.stages
     if stages.instruments is not None and started is not _NOT_STARTED:
         stages.instruments.finish(started, run.execution(), fallback)
@@ -211,7 +237,7 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
 def report_synthetic(
     tools: Mapping[str, ToolDefinition[Any]],
     stages: Stages,
-    input: ToolExecutionInput,
+    input: CallInput,
     result: ToolResult,
 ) -> None:
     """Give the instruments a result the batch scheduler made for a call it never
@@ -222,7 +248,7 @@ def report_synthetic(
 
 
 def enter(
-    tools: Mapping[str, ToolDefinition[Any]], stages: Stages, input: ToolExecutionInput
+    tools: Mapping[str, ToolDefinition[Any]], stages: Stages, input: CallInput
 ) -> tuple[_Run, FinalizeContent | None]:
     """Entry: read each field once, resolve the definition, materialise the arguments.
 
@@ -275,42 +301,47 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = narrowing = None
+    chain = AroundChain(wrappers, run, dispatch, args)
     try:
         try:
-            if len(wrappers) == 1 and type(wrappers[0]) is TimeoutPolicy:
-                # The timeout policy alone (a timed tool, no wrapper of the user's) runs
-                # inline around dispatch: no chain (view, call_next), no coroutine of its
-                # own.  Only detached after: the `finally` below restores the caller's
-                # signal, which is what it narrowed (no wrapper ran before it).
-                narrowing = narrow(run)
-                result = await dispatch(run, args)
-            else:
-                chain = AroundChain(wrappers, run, dispatch, args)
-                value = await chain.start()
-                # The exact type needs no call; anything else is checked.
-                result = value if type(value) is ToolResult else checked_result(value)
+            value = await chain.start()
         finally:
-            if chain is not None:
-                chain.open = False  # a call_next kept past the chain refuses to run
-            elif narrowing is not None:
-                # `narrowing.close()`, with its re-raise called only when it has one.
-                narrowing.detach()
-                if narrowing._fatal is not None:
-                    narrowing.close()
-        if narrowing is not None and narrowing.signal._reason is not None:
-            result = narrowing.result(result)  # only a fired signal may change it
-    except Exception as exc:
-        raise FinalResult(exception_result(exc, WRAPPER_FAILED)) from None
-    except trio.Cancelled as exc:
-        stray = stray_or_raise(exc)
-        raise FinalResult(exception_result(stray, WRAPPER_FAILED)) from None
+            chain.open = False  # a call_next kept past the chain refuses to run
+        # The exact type needs no call; anything else is checked.
+        result = value if type(value) is ToolResult else checked_result(value)
+    except (Exception, trio.Cancelled) as exc:
+        raise FinalResult(wrapper_failure(exc)) from None
     finally:
         run.dispatch_signal = run.caller_signal
     return with_body_contexts(run, result) if run.body_contexts else result
 
 
-async def dispatch(run: _Run, args: Any) -> ToolResult:
+def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
+    """``WRAPPER_FAILED`` for what an around-execute wrapper raised, a stray ``Cancelled``
+    included; an ambient one (an enclosing scope is cancelled) is re-raised instead."""
+    try:
+        if isinstance(exc, trio.Cancelled):
+            return exception_result(stray_or_raise(exc), WRAPPER_FAILED)
+        return exception_result(exc, WRAPPER_FAILED)
+    finally:
+        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
+
+
+def timed_failure(
+    failure: BaseException, narrowing: _Narrowing | None, contexts: tuple[AdditionalContext, ...]
+) -> ToolResult:
+    """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
+    result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
+    (see :func:`wrapper_failure`)."""
+    try:
+        return timeout_outcome(narrowing, failure_outcome(failure, contexts))
+    except trio.Cancelled as exc:
+        raise FinalResult(wrapper_failure(exc)) from None
+    finally:
+        del failure  # the traceback of what this raises holds this frame
+
+
+async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     """The end of the around-execute chain: run the body to quiescence.
 
     Fuses the caller's signal (captured at entry) with the wrapper's current
@@ -318,10 +349,31 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     it, such as the timeout policy's: it already fires whenever the caller's does), runs
     the body in a per-call nursery inside the fused signal's scope, removes the fusion's
     listeners and restores ``exec.signal`` to the wrapper's value.
+
+    ``timed``: the timeout policy is the only wrapper (``run_call`` runs no chain for it),
+    applied here as its ``__call__`` would around ``call_next()``: the body runs under the
+    narrowed signal, detached once the nursery is done, and the result is the policy's
+    (``TOOL_TIMEOUT`` if its own deadline fired first).  What the policy would raise stays
+    final: ``WRAPPER_FAILED`` (a callable timeout that fails, a stray ``Cancelled``), and
+    what a listener raised when the deadline fired the signal, re-raised here.
     """
     wrapper_signal = run.dispatch_signal
-    link = None
-    if wrapper_signal is not run.caller_signal and not follows(wrapper_signal, run.caller_signal):
+    narrowing: _Narrowing | None = None
+    if timed:
+        try:
+            narrowing = narrow(run)  # `exec.signal` until the `finally` below restores it
+        except (Exception, trio.Cancelled) as exc:
+            raise FinalResult(wrapper_failure(exc)) from None
+    link: _Link | None = narrowing  # detached below, like a fusion
+    # No fusion for a derived signal attached to the caller's (the caller's in its
+    # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
+    # with the same reason (or, on a tie with its own deadline, the deadline's, which a
+    # fusion would hand on too).
+    if (
+        link is None
+        and wrapper_signal is not run.caller_signal
+        and run.caller_signal not in wrapper_signal._parents
+    ):
         link = _Link((run.caller_signal, wrapper_signal))
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
@@ -330,23 +382,28 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
-            return aborted(body_invoked=False)
+            return timeout_outcome(narrowing, aborted(body_invoked=False))
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if (
             run.hooks is not None
             and run.hooks.marks_dispatch
             and (not await run.hooks.dispatching() or fused._reason is not None)
         ):
-            return aborted(body_invoked=False)
+            return timeout_outcome(narrowing, aborted(body_invoked=False))
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
         # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
         # same behaviour): the body and everything it started stop at their next
         # checkpoint, and the nursery absorbs its own Cancelled.
         async with trio.open_nursery() as nursery:
-            fused._bind(nursery.cancel_scope)
+            # `fused._bind(scope)` and the context (`ToolRunContext._create`), inline:
+            # every call pays for each function call on this path.
+            fused._listeners[nursery.cancel_scope] = nursery.cancel_scope
             try:
-                ctx = run_context(run, fused, nursery)
+                ctx = _new(ToolRunContext)
+                ctx._run = run
+                ctx._signal = fused
+                ctx._nursery = nursery
                 definition: Any = run.definition  # resolved: dispatch runs no other call
                 if definition._sync:
                     value = await in_worker_thread(run, args, ctx)
@@ -358,8 +415,10 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
                 # An enclosing scope's cancellation is level-triggered: it comes back at
                 # the checkpoint on the aborted path below.  A Cancelled nobody's scope
                 # owns is the body's failure.
-                if not nursery.cancel_scope.cancel_called:
-                    if nursery.child_tasks or not cancelled_here():
+                # (The scope never has a deadline: only the signal and a failing child
+                # task cancel it.)
+                if not cancel_called(nursery.cancel_scope):
+                    if has_children(nursery) or not cancelled_here():
                         raise stray_or_raise(exc) from exc
                     # Ambient cancellation, nothing left in the nursery: the same object
                     # is re-raised once the nursery has exited (its exit is a shielded
@@ -377,14 +436,23 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
+    if narrowing is not None and narrowing._fatal is not None:
+        # Its deadline fired the signal from the timer task and a listener raised: that
+        # wins over any outcome (the policy's `close()`), raised in the task that owns it.
+        ambient = failure = None  # not kept by this frame, which the traceback holds
+        narrowing.close()
     if ambient is not None:
-        try:
-            if failure is None:  # else the nursery's exit failed: that failure wins
-                raise ambient from None
-        finally:
-            # The traceback holds this frame: no reference cycle through the local.
-            del ambient
+        if failure is None:  # else the nursery's exit failed: that failure wins
+            if timed and not cancelled_here():  # no longer ambient: the policy's failure
+                raise FinalResult(wrapper_failure((ambient, ambient := None)[0])) from None
+            # Raised from a temporary pair while the local is cleared: the traceback holds
+            # this frame, which must not keep the exception (a reference cycle), and a try
+            # block to drop it would cost a handler entry on the way out.
+            raise (ambient, ambient := None)[0] from None
+        ambient = None  # no reference cycle through the failure's traceback either
     if failure is not None:
+        if timed:
+            return timed_failure((failure, failure := None)[0], narrowing, run.body_contexts)
         try:
             return failure_outcome(failure, run.body_contexts)
         finally:
@@ -395,7 +463,8 @@ async def dispatch(run: _Run, args: Any) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        return aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        return timeout_outcome(narrowing, result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:

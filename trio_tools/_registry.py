@@ -28,6 +28,7 @@ from ._stages import (
     Approver,
     AroundWrapper,
     CallHooks,
+    CallInput,
     Guard,
     PostExecuteHook,
     PreExecuteHook,
@@ -108,6 +109,9 @@ class ToolRegistry:
         timed = around
         if self._enforce_timeouts and not any(is_timeout_policy(fn) for fn in around):
             timed = (*around, _ENFORCED_TIMEOUTS)
+        # The timeout policy alone (``around`` itself when it was added explicitly): the
+        # pipeline runs no chain for it.
+        alone = timed if len(timed) == 1 and is_timeout_policy(timed[0]) else None
         self._stages = Stages(
             self._pre.fns,
             self._guards.fns,
@@ -118,6 +122,7 @@ class ToolRegistry:
             timed,
             Instruments(self._instruments.fns) if self._instruments.fns else None,
             self._thread_limiter,
+            alone,
         )
 
     def __repr__(self) -> str:
@@ -260,6 +265,10 @@ class ToolRegistry:
         ``concurrency_safe`` is exactly ``True`` (or its callable returns exactly ``True``
         for the parsed arguments); unknown tools, invalid arguments and a raising callable
         give ``"exclusive"``."""
+        return self._execution_mode(input)
+
+    def _execution_mode(self, input: CallInput) -> Literal["parallel", "exclusive"]:
+        """:meth:`execution_mode` of any call input, the batch scheduler's own included."""
         definition = self._tools.get(input.name)
         if definition is None:
             return "exclusive"
@@ -353,7 +362,7 @@ class ToolRegistry:
             """
             ...
 
-        async def _execute(self, input: ToolExecutionInput, hooks: CallHooks | None) -> ToolResult:
+        async def _execute(self, input: CallInput, hooks: CallHooks | None) -> ToolResult:
             """:meth:`execute`, plus the batch scheduler's private hooks."""
             ...
 
@@ -361,7 +370,7 @@ class ToolRegistry:
         execute = run_call
         _execute = run_call
 
-    def _report_synthetic(self, input: ToolExecutionInput, result: ToolResult) -> None:
+    def _report_synthetic(self, input: CallInput, result: ToolResult) -> None:
         """Give the instruments a result the batch scheduler made for a call it never
         started, with the view the call would have had."""
         report_synthetic(self._tools, self._stages, input, result)

@@ -10,6 +10,7 @@ from typing import Any, Final, cast, final
 
 import attrs
 
+from ._frozen import check_fields_base
 from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
@@ -66,9 +67,15 @@ FINALIZE_FAILED: Final = "FINALIZE_FAILED"
 _str = attrs.validators.instance_of(str)
 
 
+class _TextFields:
+    """``TextBlock``'s slots, mutable: the library builds its blocks as one (see ``_frozen``)."""
+
+    __slots__ = ("__weakref__", "text")
+
+
 @final
 @attrs.frozen
-class TextBlock:
+class TextBlock(_TextFields):
     """A block of text for the model."""
 
     text: str = attrs.field(validator=_str)
@@ -157,9 +164,26 @@ def _error_matches_flag(instance: Any, _attribute: object, error: ErrorInfo | No
         raise ValueError("a result with error info must have is_error=True")
 
 
+class _ResultFields:
+    """``ToolResult``'s slots, mutable: the library builds its results as one (see
+    ``_frozen``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "additional_contexts",
+        "concludes_turn",
+        "content",
+        "error",
+        "halt",
+        "is_error",
+        "meta",
+        "synthetic",
+    )
+
+
 @final
 @attrs.frozen(kw_only=True)
-class ToolResult:
+class ToolResult(_ResultFields):
     """The one frozen, authoritative result of a tool call.
 
     ``error.code`` says what happened; for cancellation ``ABORTED`` means the body was
@@ -316,20 +340,11 @@ def _block_from_dict(reader: WireReader) -> ContentBlock:
 
 
 _FIELDS = tuple(a.name for a in attrs.fields(ToolResult))
-# The slot descriptors of the frozen classes: setting through them skips attrs' frozen
-# ``__setattr__`` and the attribute lookup of ``object.__setattr__``.
-_RESULT_SLOTS = tuple(ToolResult.__dict__[name].__set__ for name in _FIELDS)
-(
-    _set_content,
-    _set_is_error,
-    _set_error,
-    _set_contexts,
-    _set_meta,
-    _set_concludes,
-    _set_halt,
-    _set_synthetic,
-) = _RESULT_SLOTS
-_set_text = TextBlock.__dict__["text"].__set__
+# The library's own results are built as their slots' base, then given their frozen class
+# (see ``_frozen``): a plain store per field instead of a descriptor call.
+check_fields_base(ToolResult)
+check_fields_base(TextBlock)
+_new = object.__new__
 
 
 def make_result(
@@ -348,48 +363,57 @@ def make_result(
     The public constructor validates and converts every field; this is the registry's hot
     path, where every value was made or validated by the library itself.
     """
-    result = object.__new__(ToolResult)
-    _set_content(result, content)
-    _set_is_error(result, is_error)
-    _set_error(result, error)
-    _set_contexts(result, additional_contexts)
-    _set_meta(result, meta)
-    _set_concludes(result, concludes_turn)
-    _set_halt(result, halt)
-    _set_synthetic(result, synthetic)
-    return result
+    result: Any = _new(_ResultFields)
+    result.content = content
+    result.is_error = is_error
+    result.error = error
+    result.additional_contexts = additional_contexts
+    result.meta = meta
+    result.concludes_turn = concludes_turn
+    result.halt = halt
+    result.synthetic = synthetic
+    result.__class__ = ToolResult
+    made: ToolResult = result  # the base's stores are untyped: the return is typed here
+    return made
 
 
 def text_result(text: str) -> ToolResult:
     """``make_result((text_block(text),))``: a body's usual success, one text block, built
     with no argument handling (every call that returns a ``str`` makes one)."""
-    block = object.__new__(TextBlock)
-    _set_text(block, text)
-    result = object.__new__(ToolResult)
-    _set_content(result, (block,))
-    _set_is_error(result, False)
-    _set_error(result, None)
-    _set_contexts(result, ())
-    _set_meta(result, None)
-    _set_concludes(result, False)
-    _set_halt(result, None)
-    _set_synthetic(result, False)
-    return result
+    block: Any = _new(_TextFields)
+    block.text = text
+    block.__class__ = TextBlock
+    result: Any = _new(_ResultFields)
+    result.content = (block,)
+    result.is_error = False
+    result.error = None
+    result.additional_contexts = ()
+    result.meta = None
+    result.concludes_turn = False
+    result.halt = None
+    result.synthetic = False
+    result.__class__ = ToolResult
+    made: ToolResult = result  # (see make_result)
+    return made
 
 
 def text_block(text: str) -> TextBlock:
     """``TextBlock(text)`` for a ``text`` already known to be a ``str``, without validation."""
-    block = object.__new__(TextBlock)
-    _set_text(block, text)
-    return block
+    block: Any = _new(_TextFields)
+    block.text = text
+    block.__class__ = TextBlock
+    made: TextBlock = block  # (see make_result)
+    return made
 
 
 def replace_result(result: ToolResult, **changes: Any) -> ToolResult:
     """``attrs.evolve`` without re-validation, for values the library made or validated."""
-    copy = object.__new__(ToolResult)
-    for name, set_slot in zip(_FIELDS, _RESULT_SLOTS, strict=True):
-        set_slot(copy, changes[name] if name in changes else getattr(result, name))
-    return copy
+    copy: Any = _new(_ResultFields)
+    for name in _FIELDS:
+        setattr(copy, name, changes[name] if name in changes else getattr(result, name))
+    copy.__class__ = ToolResult
+    made: ToolResult = copy  # (see make_result)
+    return made
 
 
 def error_result(

@@ -21,8 +21,9 @@ from typing import cast
 
 import trio
 
-from ._batch import _Batch, _first_failure
+from ._batch import Batch
 from ._calls import BatchOutcome, ToolCall
+from ._driver import drive, first_failure, record_call, record_result
 from ._registry import ToolRegistry
 from ._results import AdditionalContext, Halt, ToolResult, aborted
 from ._signal import CancelSignal
@@ -120,7 +121,7 @@ async def run_tool_calls(
     # empty batch.
     await trio.lowlevel.checkpoint()
 
-    batch = _Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
+    batch = Batch(registry, batch_calls, signal, max_parallel, journal, agent, on_progress)
     record_batch = getattr(journal, "record_batch", None)
     if record_batch is not None:
         # Before anything of the batch runs: a raise here is an internal failure with
@@ -131,7 +132,7 @@ async def run_tool_calls(
     dispose = signal.add_listener(batch.on_signal)
     try:
         async with trio.open_nursery() as nursery:
-            await batch.drive(nursery)
+            await drive(batch, nursery)
     except BaseException as exc:  # a group, or a lone one with loose exception groups
         error = _one_exception(exc, batch.failures)
         if not batch.failures:
@@ -143,7 +144,7 @@ async def run_tool_calls(
     finally:
         dispose()
     if error is None and batch.failures:
-        error = _first_failure(batch.failures)
+        error = first_failure(batch.failures)
     if error is not None:
         # Raised outside the handler, so it does not drag the group along as its context.
         raise error
@@ -183,12 +184,12 @@ def _one_exception(group: BaseException, failures: list[Exception]) -> BaseExcep
         return serious[0] if len(serious) == 1 else group
     if failures:
         # Like Trio with a group of Cancelled and an error: the error is what propagates.
-        return _first_failure(failures)
+        return first_failure(failures)
     # Only Cancelled: they are interchangeable (the cancelled scope catches any of them).
     return leaves[0]
 
 
-async def _close_after_interruption(batch: _Batch) -> None:
+async def _close_after_interruption(batch: Batch) -> None:
     """Balance the journal after an interruption, before it propagates.
 
     Started calls are committed with the result the registry published for them (also
@@ -203,16 +204,16 @@ async def _close_after_interruption(batch: _Batch) -> None:
                     result = aborted(body_invoked=True, synthetic=True)
             else:
                 if batch.recorded <= index:
-                    await batch._record_call(index)
+                    await record_call(batch, index)
                 result = batch._synthetic(index)
             batch.results[index] = result
-            await batch._record_result(index, result)
+            await record_result(batch, index, result)
             batch.committed = index + 1
     except Exception:
         logger.exception("the journal failed while closing an interrupted batch")
 
 
-def _outcome(batch: _Batch) -> BatchOutcome:
+def _outcome(batch: Batch) -> BatchOutcome:
     """The outcome of a batch whose every call is committed."""
     assert batch.committed == len(batch.calls)
     given = tuple(batch.results)

@@ -18,8 +18,10 @@ import trio
 
 from ._decisions import ApprovalAnswer, ApprovalRequest, PostDecision, PreDecision
 from ._execution import ToolDispatchExecution, ToolExecution
+from ._input import ExecutionToken
 from ._instrument import Instruments
 from ._results import ToolResult
+from ._signal import CancelSignal
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -106,6 +108,7 @@ class Stages:
         "guards",
         "instruments",
         "observers",
+        "policy_alone",
         "post",
         "pre",
         "thread_limiter",
@@ -122,6 +125,7 @@ class Stages:
         around_timed: tuple[AroundWrapper, ...],
         instruments: Instruments | None,
         thread_limiter: trio.CapacityLimiter | None,
+        policy_alone: tuple[AroundWrapper, ...] | None = None,
     ) -> None:
         self.pre = pre
         self.guards = guards
@@ -133,6 +137,10 @@ class Stages:
         # timeout policy innermost, unless it does not enforce timeouts or a timeout
         # policy was added explicitly (then ``around`` itself).
         self.around_timed = around_timed
+        # ``around_timed`` if it is the timeout policy alone (``around`` is that same tuple
+        # when the policy was added explicitly), else ``None``: the pipeline then runs no
+        # chain, dispatch applies the policy itself.
+        self.policy_alone = policy_alone
         self.instruments = instruments
         # The registry's limiter for sync bodies' worker threads (fixed at construction).
         self.thread_limiter = thread_limiter
@@ -176,6 +184,27 @@ class Stage:
 # -- the pipeline's private interfaces -------------------------------------------------
 
 
+class CallInput(Protocol):
+    """What the pipeline reads of a call's input, once, at entry: a
+    :class:`~trio_tools.ToolExecutionInput`, or the batch scheduler's own stand-in with the
+    same fields (``_batch.BatchCall``)."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> object: ...
+    @property
+    def signal(self) -> CancelSignal: ...
+    @property
+    def agent(self) -> object | None: ...
+    @property
+    def parent(self) -> ExecutionToken | None: ...
+    @property
+    def on_progress(self) -> Callable[[object], None] | None: ...
+
+
 class CallHooks(Protocol):
     """What the batch scheduler (``_scheduler.py``) hears of one call it runs."""
 
@@ -200,13 +229,18 @@ class CallHooks(Protocol):
         """
         ...
 
+    holds_slot: bool
+    """Whether the call holds a slot of the scheduler's pool: only then is
+    :meth:`dispatch_settled` called (a batch with no more calls than slots counts none)."""
+
     def dispatch_settled(self) -> None:
         """The around-execute chain (and so the body) settled, before post-execute: this
         frees the call's pool slot."""
 
-    def published(self, result: ToolResult) -> None:
-        """The call's one final result, also when ``execute`` is about to raise (ambient
-        cancellation, ``KeyboardInterrupt``): the scheduler can still commit it."""
+    published: ToolResult | None
+    """The call's one final result, set before it is published, also when ``execute`` is
+    about to raise (ambient cancellation, ``KeyboardInterrupt``): the scheduler can still
+    commit it.  (An attribute, not a call: every call of a batch sets it.)"""
 
 
 class Pipelined(Protocol):

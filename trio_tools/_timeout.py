@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -12,12 +13,15 @@ from ._derived import _Link
 from ._execution import ToolDispatchExecution, _Run
 from ._results import TOOL_TIMEOUT, ToolResult, error_result
 from ._signal import CancelSignal
+from ._timers import run_timers, timer_service
 from ._util import check_timeout_value
 
 if TYPE_CHECKING:
     from ._stages import AroundWrapper
 
 __all__ = ["TimeoutPolicy", "is_timeout_policy", "timeout_policy"]
+
+_new = object.__new__
 
 
 class TimeoutPolicy:
@@ -41,7 +45,7 @@ class TimeoutPolicy:
         try:
             result = await call_next()
         finally:
-            narrowing.release()
+            narrowing.release(exec._run)
         return narrowing.result(result)
 
 
@@ -55,32 +59,76 @@ def narrow(run: _Run) -> _Narrowing | None:
     Raises:
         ValueError: a callable ``timeout`` raised or gave an invalid value.
     """
-    definition = run.definition
-    timeout: Any = None if definition is None else definition.timeout
-    if timeout is not None and callable(timeout):
-        timeout = _evaluate(run, timeout)
-    if timeout is None:
-        return None
+    definition: Any = run.definition  # resolved: only those reach the around-execute stage
+    timeout: Any = definition.timeout
+    if type(timeout) is not float:  # a float, the usual case, needs neither check
+        if timeout is not None and callable(timeout):
+            timeout = _evaluate(run, timeout)
+        if timeout is None:
+            return None
+    # The state ``_Link((outer,), timeout, code=TOOL_TIMEOUT)`` would set, step by step in
+    # this one frame: no constructor call, and no list of disposers (see _Narrowing).
     outer = run.dispatch_signal
-    narrowing = _Narrowing.timed(outer, timeout, TOOL_TIMEOUT)
-    narrowing._run = run
+    narrowing = _new(_Narrowing)
+    signal = narrowing.signal = _new(CancelSignal)
+    signal._reason = None
+    signal._listeners = {}
+    narrowing._fatal = None
     narrowing._outer = outer
-    run.dispatch_signal = narrowing.signal  # what ``exec.signal = narrowed`` does
+    narrowing._timeout = timeout
+    # Each branch below sets the other slots once.
+    reason = outer._reason
+    if reason is not None:  # the outer signal fired before: it wins, nothing is armed
+        signal._parents = ()
+        narrowing._deadline = math.inf
+        narrowing._timer, narrowing._timers = -1, None
+        signal._fire(reason)
+    else:
+        try:  # what run_timers() does, without its frame
+            timers = timer_service.get()
+        except LookupError:
+            timers = run_timers()
+        now = timers.clock.current_time()
+        when = narrowing._deadline = now + timeout
+        if when <= now:
+            signal._parents = ()
+            narrowing._timer, narrowing._timers = -1, None
+            signal._fire(narrowing._deadline_reason())
+        else:
+            narrowing._timers = timers
+            narrowing._timer = timers.arm(when, narrowing)
+            # Its own key on the outer signal: it listens there once.
+            outer._listeners[narrowing] = narrowing
+            signal._parents = (outer,)
+    run.dispatch_signal = signal  # what ``exec.signal = narrowed`` does
     return narrowing
 
 
 class _Narrowing(_Link):
     """The timeout policy's derived signal for one call: set as ``exec.signal`` until
-    :meth:`release`, then :meth:`result` tells whether its own deadline fired first."""
+    :meth:`release`, then :meth:`result` tells whether its own deadline fired first.
 
-    __slots__ = ("_outer", "_run")
+    It follows one parent, ``_outer``, under its own key there, so :meth:`detach` is one
+    ``pop`` (``_Link``'s list of disposers is left unset).
+    """
 
-    _run: _Run
+    __slots__ = ("_outer",)
+
     _outer: CancelSignal  # the signal it narrows, restored by release()
+    _code = TOOL_TIMEOUT  # the deadline's reason code (read-only: no slot of its own set)
 
-    def release(self) -> None:
+    def detach(self) -> None:
+        self.signal._parents = ()
+        self._outer._listeners.pop(self, None)
+        timer = self._timer
+        if timer >= 0:
+            self._timer = -1
+            assert self._timers is not None  # set with the timer
+            self._timers.armed.pop(timer, None)  # disarm
+
+    def release(self, run: _Run) -> None:
         """Restore the call's signal, then detach (see :meth:`_Link.close`)."""
-        self._run.dispatch_signal = self._outer
+        run.dispatch_signal = self._outer
         self.close()
 
     def result(self, result: ToolResult) -> ToolResult:
@@ -100,6 +148,11 @@ class _Narrowing(_Link):
             additional_contexts=result.additional_contexts,
             halt=result.halt,
         )
+
+
+def timeout_outcome(narrowing: _Narrowing | None, result: ToolResult) -> ToolResult:
+    """``narrowing.result(result)``; ``result`` itself when no deadline applied."""
+    return result if narrowing is None else narrowing.result(result)
 
 
 def is_timeout_policy(wrapper: object) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from heapq import heappush
 from typing import Protocol
 
 import trio
@@ -49,13 +50,17 @@ class TimerService:
         key = next(self._keys)
         armed = self.armed
         heap = self._heap
-        stale = len(heap) - len(armed)
-        if stale >= 64 and stale * 2 > len(heap):
-            # In place: run() may be iterating this very list.
-            heap[:] = [entry for entry in heap if entry[1] in armed]
-            heapq.heapify(heap)
+        if len(heap) >= 64:  # below, there cannot be 64 disarmed entries
+            stale = len(heap) - len(armed)
+            if stale >= 64 and stale * 2 > len(heap):
+                # In place: run() may be iterating this very list.
+                if armed:
+                    heap[:] = [entry for entry in heap if entry[1] in armed]
+                    heapq.heapify(heap)
+                else:  # every entry is dead (one timed call at a time, say): none to keep
+                    heap.clear()
         armed[key] = target
-        heapq.heappush(heap, (deadline, key))
+        heappush(heap, (deadline, key))
         if deadline < self._wake:
             self._wake = deadline
             assert self._scope is not None  # set whenever _wake is above -inf

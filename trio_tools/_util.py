@@ -104,6 +104,26 @@ def cancelled_here() -> bool:
     return trio.current_effective_deadline() == -math.inf
 
 
+def cancel_called(scope: trio.CancelScope) -> bool:
+    """``scope.cancel_called``, for a scope that has no deadline, without the clock read.
+
+    The property first cancels a scope whose deadline has passed, reading the clock to
+    know; with no deadline there is nothing to check, and Trio's flag is the answer.
+    """
+    try:
+        return scope._cancel_called  # pyright: ignore[reportPrivateUsage]
+    except AttributeError:  # a Trio without this internal: the public answer
+        return scope.cancel_called
+
+
+def has_children(nursery: trio.Nursery) -> bool:
+    """Whether ``nursery`` still has child tasks (``child_tasks``, without its frozenset)."""
+    try:
+        return bool(nursery._children)  # pyright: ignore[reportPrivateUsage]
+    except AttributeError:  # a Trio without this internal: the public answer
+        return bool(nursery.child_tasks)
+
+
 def checkpoint_due() -> bool:
     """Whether ``await trio.lowlevel.checkpoint_if_cancelled()`` would raise right now.
 
