@@ -464,7 +464,8 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
-        return timeout_outcome(narrowing, result)
+        # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
+        return result if narrowing is None else narrowing.result(result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:
