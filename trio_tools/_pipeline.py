@@ -440,7 +440,10 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
         # Its deadline fired the signal from the timer task and a listener raised: that
         # wins over any outcome (the policy's `close()`), raised in the task that owns it.
         ambient = failure = None  # not kept by this frame, which the traceback holds
-        narrowing.close()
+        try:
+            narrowing.close()
+        except trio.Cancelled as exc:  # one nobody owns is the policy's failure
+            raise FinalResult(wrapper_failure(exc)) from None
     if ambient is not None:
         if failure is None:  # else the nursery's exit failed: that failure wins
             if timed and not cancelled_here():  # no longer ambient: the policy's failure
