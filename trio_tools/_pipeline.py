@@ -103,10 +103,12 @@ async def run_call(
         if stages.instruments is not None:
             # The view every instrument sees, made here (what `run.execution()` does, one
             # method call fewer on every instrumented call); finish reads it back.
-            entry_view = run._execution = object.__new__(ToolExecution)
-            entry_view._run = run
+            # (`view`, the local the end reads it back into: a slot fewer in the frame.)
+            view: Any = object.__new__(ToolExecution)
+            run._execution = view
+            view._run = run
             try:
-                started = stages.instruments.start(entry_view)
+                started = stages.instruments.start(view)
             except Exception:
                 started = stages.instruments.start_failed()
             if started is not None:
@@ -192,7 +194,7 @@ async def run_call(
     if _hooks is not None:
         _hooks.published = result
     if stages.instruments is not None:
-        view: Any = run._execution  # made at entry, the one every stage saw
+        view = run._execution  # made at entry, the one every stage saw
         if started is None:  # one instrument, no context manager: the usual case
             try:
                 stages.instruments.finished(view, result)
@@ -327,16 +329,25 @@ def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
         del exc  # a re-raised exception's traceback holds this frame: no cycle through it
 
 
+def policy_failure(exc: Exception | trio.Cancelled) -> FinalResult:
+    """The final ``WRAPPER_FAILED`` for what the timeout policy, applied inline by dispatch,
+    raised (see :func:`wrapper_failure`)."""
+    try:
+        return FinalResult(wrapper_failure(exc))
+    finally:
+        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
+
+
 def timed_failure(
-    failure: BaseException, narrowing: _Narrowing | None, contexts: tuple[AdditionalContext, ...]
+    failure: BaseException, link: _Link | None, contexts: tuple[AdditionalContext, ...]
 ) -> ToolResult:
     """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
     result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
     (see :func:`wrapper_failure`)."""
     try:
-        return timeout_outcome(narrowing, failure_outcome(failure, contexts))
+        return timeout_outcome(link, failure_outcome(failure, contexts))
     except trio.Cancelled as exc:
-        raise FinalResult(wrapper_failure(exc)) from None
+        raise policy_failure(exc) from None
     finally:
         del failure  # the traceback of what this raises holds this frame
 
@@ -358,13 +369,14 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     what a listener raised when the deadline fired the signal, re-raised here.
     """
     wrapper_signal = run.dispatch_signal
-    narrowing: _Narrowing | None = None
+    # The timeout policy's narrowing, or a fusion: detached below.  (One local for both:
+    # every local is a slot in each parked call's frame.)
+    link: _Link | None = None
     if timed:
         try:
-            narrowing = narrow(run)  # `exec.signal` until the `finally` below restores it
+            link = narrow(run)  # `exec.signal` until the `finally` below restores it
         except (Exception, trio.Cancelled) as exc:
-            raise FinalResult(wrapper_failure(exc)) from None
-    link: _Link | None = narrowing  # detached below, like a fusion
+            raise policy_failure(exc) from None
     # No fusion for a derived signal attached to the caller's (the caller's in its
     # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
     # with the same reason (or, on a tie with its own deadline, the deadline's, which a
@@ -378,18 +390,18 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
-    value: object = None
+    value: Any = None  # the body's value, then the result made of it
     nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
-            return timeout_outcome(narrowing, aborted(body_invoked=False))
+            return timeout_outcome(link, aborted(body_invoked=False))
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if (
             run.hooks is not None
             and run.hooks.marks_dispatch
             and (not await run.hooks.dispatching() or fused._reason is not None)
         ):
-            return timeout_outcome(narrowing, aborted(body_invoked=False))
+            return timeout_outcome(link, aborted(body_invoked=False))
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
         # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
@@ -436,18 +448,18 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
-    if narrowing is not None and narrowing._fatal is not None:
+    if timed and link is not None and link._fatal is not None:
         # Its deadline fired the signal from the timer task and a listener raised: that
         # wins over any outcome (the policy's `close()`), raised in the task that owns it.
         ambient = failure = None  # not kept by this frame, which the traceback holds
         try:
-            narrowing.close()
+            link.close()
         except trio.Cancelled as exc:  # one nobody owns is the policy's failure
-            raise FinalResult(wrapper_failure(exc)) from None
+            raise policy_failure(exc) from None
     if ambient is not None:
         if failure is None:  # else the nursery's exit failed: that failure wins
             if timed and not cancelled_here():  # no longer ambient: the policy's failure
-                raise FinalResult(wrapper_failure((ambient, ambient := None)[0])) from None
+                raise policy_failure((ambient, ambient := None)[0]) from None
             # Raised from a temporary pair while the local is cleared: the traceback holds
             # this frame, which must not keep the exception (a reference cycle), and a try
             # block to drop it would cost a handler entry on the way out.
@@ -455,7 +467,7 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
         ambient = None  # no reference cycle through the failure's traceback either
     if failure is not None:
         if timed:
-            return timed_failure((failure, failure := None)[0], narrowing, run.body_contexts)
+            return timed_failure((failure, failure := None)[0], link, run.body_contexts)
         try:
             return failure_outcome(failure, run.body_contexts)
         finally:
@@ -466,16 +478,18 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
-        # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
-        return result if narrowing is None else narrowing.result(result)
+        # The result is kept in `value` (no local of its own: a slot fewer in the frame of
+        # each parked call), and `timeout_outcome()` is inline: every call the signal
+        # interrupts comes this way.
+        value = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        return value if type(link) is not _Narrowing else link.result(value)
     try:
-        result = text_result(value) if type(value) is str else body_result(value)
+        value = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:
-        result = exception_result(exc, TOOL_FAILED)
+        value = exception_result(exc, TOOL_FAILED)
     if run.body_contexts:
-        result = replace_result(result, additional_contexts=run.body_contexts)
-    return result
+        value = replace_result(value, additional_contexts=run.body_contexts)
+    return value
 
 
 def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:

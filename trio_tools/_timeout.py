@@ -150,9 +150,10 @@ class _Narrowing(_Link):
         )
 
 
-def timeout_outcome(narrowing: _Narrowing | None, result: ToolResult) -> ToolResult:
-    """``narrowing.result(result)``; ``result`` itself when no deadline applied."""
-    return result if narrowing is None else narrowing.result(result)
+def timeout_outcome(link: _Link | None, result: ToolResult) -> ToolResult:
+    """``link.result(result)`` when ``link`` is the timeout policy's narrowing; else
+    ``result`` itself (no deadline applied, or ``link`` is some other derived signal)."""
+    return link.result(result) if type(link) is _Narrowing else result
 
 
 def is_timeout_policy(wrapper: object) -> bool:
