@@ -390,7 +390,7 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
-    value: Any = None  # the body's value, then the result made of it
+    value: Any = None  # the definition, then the body's value
     nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
@@ -416,11 +416,14 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
                 ctx._run = run
                 ctx._signal = fused
                 ctx._nursery = nursery
-                definition: Any = run.definition  # resolved: dispatch runs no other call
-                if definition._sync:
+                # The definition (resolved: dispatch runs no other call), in `value` until
+                # the body's value replaces it: no local of its own, a slot fewer in each
+                # parked call's frame.
+                value = run.definition
+                if value._sync:
                     value = await in_worker_thread(run, args, ctx)
                 else:
-                    value = await definition._call(args, ctx)
+                    value = await value._call(args, ctx)
             except trio.Cancelled as exc:
                 # The nursery's own scope would catch this (it is the innermost
                 # cancelled one); catching it here saves building an exception group.
@@ -478,18 +481,16 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        # The result is kept in `value` (no local of its own: a slot fewer in the frame of
-        # each parked call), and `timeout_outcome()` is inline: every call the signal
-        # interrupts comes this way.
-        value = aborted(body_invoked=True, additional_contexts=run.body_contexts)
-        return value if type(link) is not _Narrowing else link.result(value)
+        # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
+        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        return result if type(link) is not _Narrowing else link.result(result)
     try:
-        value = text_result(value) if type(value) is str else body_result(value)
+        result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:
-        value = exception_result(exc, TOOL_FAILED)
+        result = exception_result(exc, TOOL_FAILED)
     if run.body_contexts:
-        value = replace_result(value, additional_contexts=run.body_contexts)
-    return value
+        result = replace_result(result, additional_contexts=run.body_contexts)
+    return result
 
 
 def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
