@@ -33,7 +33,7 @@ from ._execution import (
     ToolRunContext,
     _Run,
 )
-from ._failures import exception_result, stray_or_raise
+from ._failures import exception_result, stray_or_raise, wrapper_failure
 from ._gate import gate
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
@@ -49,8 +49,6 @@ from ._results import (
     INVALID_ARGS,
     TOOL_FAILED,
     UNKNOWN_TOOL,
-    WRAPPER_FAILED,
-    AdditionalContext,
     ToolResult,
     aborted,
     error_result,
@@ -64,7 +62,7 @@ from ._stages import (
     Pipelined,
     Stages,
 )
-from ._timeout import _Narrowing, narrow, timeout_outcome
+from ._timeout import _Narrowing, narrow, policy_failure, timed_failure, timeout_outcome
 from ._util import cancel_called, cancelled_here, checkpoint_due, has_children
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -316,40 +314,6 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
     finally:
         run.dispatch_signal = run.caller_signal
     return with_body_contexts(run, result) if run.body_contexts else result
-
-
-def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
-    """``WRAPPER_FAILED`` for what an around-execute wrapper raised, a stray ``Cancelled``
-    included; an ambient one (an enclosing scope is cancelled) is re-raised instead."""
-    try:
-        if isinstance(exc, trio.Cancelled):
-            return exception_result(stray_or_raise(exc), WRAPPER_FAILED)
-        return exception_result(exc, WRAPPER_FAILED)
-    finally:
-        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
-
-
-def policy_failure(exc: Exception | trio.Cancelled) -> FinalResult:
-    """The final ``WRAPPER_FAILED`` for what the timeout policy, applied inline by dispatch,
-    raised (see :func:`wrapper_failure`)."""
-    try:
-        return FinalResult(wrapper_failure(exc))
-    finally:
-        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
-
-
-def timed_failure(
-    failure: BaseException, link: _Link | None, contexts: tuple[AdditionalContext, ...]
-) -> ToolResult:
-    """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
-    result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
-    (see :func:`wrapper_failure`)."""
-    try:
-        return timeout_outcome(link, failure_outcome(failure, contexts))
-    except trio.Cancelled as exc:
-        raise policy_failure(exc) from None
-    finally:
-        del failure  # the traceback of what this raises holds this frame
 
 
 async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
