@@ -70,6 +70,15 @@ def _call(source: CancelSource) -> ToolExecutionInput:
     return ToolExecutionInput(call_id="call-1", name="tool", arguments={}, signal=source.signal)
 
 
+async def _executed(registry: ToolRegistry, source: CancelSource) -> ToolResult:
+    """``registry.execute(...)``, which must return: a stray ``Cancelled`` escaping it
+    would be absorbed by the test's own nursery, and the test would pass unchecked."""
+    try:
+        return await registry.execute(_call(source))
+    except trio.Cancelled as exc:
+        raise AssertionError("execute raised trio.Cancelled; nobody cancelled it") from exc
+
+
 def _nothing_left(source: CancelSource) -> None:
     assert source.signal.statistics().listeners == 0
     try:
@@ -93,7 +102,7 @@ async def test_a_deadline_already_passed_when_the_policy_is_reached_is_tool_time
         return "done"
 
     autojump_clock.jump(1e9)  # 1e9 + 1e-9 == 1e9 in floating point
-    result = await _registry(body, 1e-9, shape).execute(_call(source))
+    result = await _executed(_registry(body, 1e-9, shape), source)
 
     assert result == _timed_out("1e-09s")
     assert ran == []
@@ -121,7 +130,7 @@ async def test_a_caller_cancelled_during_the_gate_is_aborted_before_dispatch(
 
     registry = _registry(body, seconds, shape)
     registry.add_pre_execute(cancel_then_allow)
-    result = await registry.execute(_call(source))
+    result = await _executed(registry, source)
 
     assert result == aborted_before_dispatch()
     assert ran == []
@@ -141,7 +150,7 @@ async def test_a_callable_timeout_raising_a_stray_cancelled_is_wrapper_failed(
     async def body(args: object, ctx: ToolRunContext) -> str:
         return "done"
 
-    result = await _registry(body, timeout, shape).execute(_call(source))
+    result = await _executed(_registry(body, timeout, shape), source)
 
     assert result.error is not None
     assert (result.error.code, result.error.name) == ("WRAPPER_FAILED", "Cancelled")
@@ -159,7 +168,7 @@ async def test_a_stray_cancelled_from_a_timed_body_is_a_tool_failure(
         await trio.sleep(1)
         raise stray
 
-    result = await _registry(body, 5.0, shape).execute(_call(source))
+    result = await _executed(_registry(body, 5.0, shape), source)
 
     assert result.error is not None
     assert (result.error.code, result.error.name) == ("TOOL_FAILED", "Cancelled")
@@ -178,7 +187,7 @@ async def test_a_body_failing_after_its_deadline_is_tool_timeout(
         finally:
             raise RuntimeError("cleanup broke")
 
-    result = await _registry(body, 5.0, shape).execute(_call(source))
+    result = await _executed(_registry(body, 5.0, shape), source)
 
     assert result == _timed_out("5s")
     assert trio.current_time() == 5
@@ -259,3 +268,29 @@ def test_the_pipeline_runs_no_chain_for_the_policy_alone(shape: str) -> None:
     else:
         assert alone is stages.around_timed
         assert (stages.around is alone) == (shape == "explicit policy alone")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_a_listener_raising_a_stray_cancelled_at_the_deadline_is_wrapper_failed(
+    autojump_clock: trio.testing.MockClock, shape: str
+) -> None:
+    """The deadline fires the body's signal from the timer task; a listener that raises a
+    ``trio.Cancelled`` nobody owns there has it re-raised by the policy as the call ends:
+    the policy's failure, ``WRAPPER_FAILED``, like anything else a wrapper raises."""
+    source = CancelSource()
+    stray = await a_stray_cancelled()
+
+    def listener(reason: object) -> None:
+        raise stray
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.signal.add_listener(listener)
+        await trio.sleep(100)
+        return "done"
+
+    result = await _executed(_registry(body, 5.0, shape), source)
+
+    assert result.error is not None
+    assert (result.error.code, result.error.name) == ("WRAPPER_FAILED", "Cancelled")
+    assert trio.current_time() == 5
+    _nothing_left(source)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import trio
 
-from ._results import ToolResult, error_result
+from ._results import WRAPPER_FAILED, ToolResult, error_result
 from ._util import cancelled_here, type_name
 
 __all__ = [
@@ -107,3 +107,14 @@ def failures_result(failures: Sequence[BaseException], default_code: str) -> Too
     return error_result(
         "ExceptionGroup", code or default_code, f"{len(failures)} failures: {message}"
     )
+
+
+def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
+    """``WRAPPER_FAILED`` for what an around-execute wrapper raised, a stray ``Cancelled``
+    included; an ambient one (an enclosing scope is cancelled) is re-raised instead."""
+    try:
+        if isinstance(exc, trio.Cancelled):
+            return exception_result(stray_or_raise(exc), WRAPPER_FAILED)
+        return exception_result(exc, WRAPPER_FAILED)
+    finally:
+        del exc  # a re-raised exception's traceback holds this frame: no cycle through it

@@ -33,7 +33,7 @@ from ._execution import (
     ToolRunContext,
     _Run,
 )
-from ._failures import exception_result, stray_or_raise
+from ._failures import exception_result, stray_or_raise, wrapper_failure
 from ._gate import gate
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
@@ -49,8 +49,6 @@ from ._results import (
     INVALID_ARGS,
     TOOL_FAILED,
     UNKNOWN_TOOL,
-    WRAPPER_FAILED,
-    AdditionalContext,
     ToolResult,
     aborted,
     error_result,
@@ -64,7 +62,7 @@ from ._stages import (
     Pipelined,
     Stages,
 )
-from ._timeout import _Narrowing, narrow, timeout_outcome
+from ._timeout import _Narrowing, narrow, policy_failure, timed_failure, timeout_outcome
 from ._util import cancel_called, cancelled_here, checkpoint_due, has_children
 
 _NOT_STARTED = object()  # the instruments' state until they have started
@@ -103,10 +101,12 @@ async def run_call(
         if stages.instruments is not None:
             # The view every instrument sees, made here (what `run.execution()` does, one
             # method call fewer on every instrumented call); finish reads it back.
-            entry_view = run._execution = object.__new__(ToolExecution)
-            entry_view._run = run
+            # (`view`, the local the end reads it back into: a slot fewer in the frame.)
+            view: Any = object.__new__(ToolExecution)
+            run._execution = view
+            view._run = run
             try:
-                started = stages.instruments.start(entry_view)
+                started = stages.instruments.start(view)
             except Exception:
                 started = stages.instruments.start_failed()
             if started is not None:
@@ -192,7 +192,7 @@ async def run_call(
     if _hooks is not None:
         _hooks.published = result
     if stages.instruments is not None:
-        view: Any = run._execution  # made at entry, the one every stage saw
+        view = run._execution  # made at entry, the one every stage saw
         if started is None:  # one instrument, no context manager: the usual case
             try:
                 stages.instruments.finished(view, result)
@@ -316,31 +316,6 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
     return with_body_contexts(run, result) if run.body_contexts else result
 
 
-def wrapper_failure(exc: Exception | trio.Cancelled) -> ToolResult:
-    """``WRAPPER_FAILED`` for what an around-execute wrapper raised, a stray ``Cancelled``
-    included; an ambient one (an enclosing scope is cancelled) is re-raised instead."""
-    try:
-        if isinstance(exc, trio.Cancelled):
-            return exception_result(stray_or_raise(exc), WRAPPER_FAILED)
-        return exception_result(exc, WRAPPER_FAILED)
-    finally:
-        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
-
-
-def timed_failure(
-    failure: BaseException, narrowing: _Narrowing | None, contexts: tuple[AdditionalContext, ...]
-) -> ToolResult:
-    """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
-    result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
-    (see :func:`wrapper_failure`)."""
-    try:
-        return timeout_outcome(narrowing, failure_outcome(failure, contexts))
-    except trio.Cancelled as exc:
-        raise FinalResult(wrapper_failure(exc)) from None
-    finally:
-        del failure  # the traceback of what this raises holds this frame
-
-
 async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     """The end of the around-execute chain: run the body to quiescence.
 
@@ -358,13 +333,14 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     what a listener raised when the deadline fired the signal, re-raised here.
     """
     wrapper_signal = run.dispatch_signal
-    narrowing: _Narrowing | None = None
+    # The timeout policy's narrowing, or a fusion: detached below.  (One local for both:
+    # every local is a slot in each parked call's frame.)
+    link: _Link | None = None
     if timed:
         try:
-            narrowing = narrow(run)  # `exec.signal` until the `finally` below restores it
+            link = narrow(run)  # `exec.signal` until the `finally` below restores it
         except (Exception, trio.Cancelled) as exc:
-            raise FinalResult(wrapper_failure(exc)) from None
-    link: _Link | None = narrowing  # detached below, like a fusion
+            raise policy_failure(exc) from None
     # No fusion for a derived signal attached to the caller's (the caller's in its
     # `_parents`, like the timeout policy's): it already fires whenever the caller's does,
     # with the same reason (or, on a tie with its own deadline, the deadline's, which a
@@ -378,18 +354,18 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     fused = wrapper_signal if link is None else link.signal
     failure: BaseException | None = None
     ambient: trio.Cancelled | None = None
-    value: object = None
+    value: Any = None  # the definition, then the body's value
     nursery: trio.Nursery | None = None
     try:
         if fused._reason is not None:  # `.cancelled`, without the property call
-            return timeout_outcome(narrowing, aborted(body_invoked=False))
+            return timeout_outcome(link, aborted(body_invoked=False))
         # Write-ahead: the scheduler's dispatch marker is durable before the body runs.
         if (
             run.hooks is not None
             and run.hooks.marks_dispatch
             and (not await run.hooks.dispatching() or fused._reason is not None)
         ):
-            return timeout_outcome(narrowing, aborted(body_invoked=False))
+            return timeout_outcome(link, aborted(body_invoked=False))
         run.body_invoked = True
         # The per-call nursery's own cancel scope is the scope bound to the fused
         # signal (one scope fewer than `with fused.open_scope(): async with nursery`,
@@ -404,11 +380,14 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
                 ctx._run = run
                 ctx._signal = fused
                 ctx._nursery = nursery
-                definition: Any = run.definition  # resolved: dispatch runs no other call
-                if definition._sync:
+                # The definition (resolved: dispatch runs no other call), in `value` until
+                # the body's value replaces it: no local of its own, a slot fewer in each
+                # parked call's frame.
+                value = run.definition
+                if value._sync:
                     value = await in_worker_thread(run, args, ctx)
                 else:
-                    value = await definition._call(args, ctx)
+                    value = await value._call(args, ctx)
             except trio.Cancelled as exc:
                 # The nursery's own scope would catch this (it is the innermost
                 # cancelled one); catching it here saves building an exception group.
@@ -436,15 +415,18 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
         if link is not None:
             link.detach()
         run.dispatch_signal = wrapper_signal
-    if narrowing is not None and narrowing._fatal is not None:
+    if timed and link is not None and link._fatal is not None:
         # Its deadline fired the signal from the timer task and a listener raised: that
         # wins over any outcome (the policy's `close()`), raised in the task that owns it.
         ambient = failure = None  # not kept by this frame, which the traceback holds
-        narrowing.close()
+        try:
+            link.close()
+        except trio.Cancelled as exc:  # one nobody owns is the policy's failure
+            raise policy_failure(exc) from None
     if ambient is not None:
         if failure is None:  # else the nursery's exit failed: that failure wins
             if timed and not cancelled_here():  # no longer ambient: the policy's failure
-                raise FinalResult(wrapper_failure((ambient, ambient := None)[0])) from None
+                raise policy_failure((ambient, ambient := None)[0]) from None
             # Raised from a temporary pair while the local is cleared: the traceback holds
             # this frame, which must not keep the exception (a reference cycle), and a try
             # block to drop it would cost a handler entry on the way out.
@@ -452,7 +434,7 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
         ambient = None  # no reference cycle through the failure's traceback either
     if failure is not None:
         if timed:
-            return timed_failure((failure, failure := None)[0], narrowing, run.body_contexts)
+            return timed_failure((failure, failure := None)[0], link, run.body_contexts)
         try:
             return failure_outcome(failure, run.body_contexts)
         finally:
@@ -463,8 +445,9 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     # was interrupted by it (and one that returned after it fired).
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
+        # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
         result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
-        return timeout_outcome(narrowing, result)
+        return result if type(link) is not _Narrowing else link.result(result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
     except Exception as exc:

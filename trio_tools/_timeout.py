@@ -9,9 +9,13 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from ._derived import _Link
 from ._execution import ToolDispatchExecution, _Run
-from ._results import TOOL_TIMEOUT, ToolResult, error_result
+from ._failures import wrapper_failure
+from ._outcomes import FinalResult, failure_outcome
+from ._results import TOOL_TIMEOUT, AdditionalContext, ToolResult, error_result
 from ._signal import CancelSignal
 from ._timers import run_timers, timer_service
 from ._util import check_timeout_value
@@ -150,9 +154,33 @@ class _Narrowing(_Link):
         )
 
 
-def timeout_outcome(narrowing: _Narrowing | None, result: ToolResult) -> ToolResult:
-    """``narrowing.result(result)``; ``result`` itself when no deadline applied."""
-    return result if narrowing is None else narrowing.result(result)
+def timeout_outcome(link: _Link | None, result: ToolResult) -> ToolResult:
+    """``link.result(result)`` when ``link`` is the timeout policy's narrowing; else
+    ``result`` itself (no deadline applied, or ``link`` is some other derived signal)."""
+    return link.result(result) if type(link) is _Narrowing else result
+
+
+def policy_failure(exc: Exception | trio.Cancelled) -> FinalResult:
+    """The final ``WRAPPER_FAILED`` for what the timeout policy, applied inline by dispatch,
+    raised (see :func:`wrapper_failure`)."""
+    try:
+        return FinalResult(wrapper_failure(exc))
+    finally:
+        del exc  # a re-raised exception's traceback holds this frame: no cycle through it
+
+
+def timed_failure(
+    failure: BaseException, link: _Link | None, contexts: tuple[AdditionalContext, ...]
+) -> ToolResult:
+    """``failure_outcome()`` of a call the timeout policy runs inline, then the policy's
+    result; a ``trio.Cancelled`` it raises is classified as the policy's own frame would
+    (see :func:`wrapper_failure`)."""
+    try:
+        return timeout_outcome(link, failure_outcome(failure, contexts))
+    except trio.Cancelled as exc:
+        raise policy_failure(exc) from None
+    finally:
+        del failure  # the traceback of what this raises holds this frame
 
 
 def is_timeout_policy(wrapper: object) -> bool:
