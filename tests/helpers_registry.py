@@ -23,6 +23,7 @@ from trio_tools import (
     PostDecision,
     PreDecision,
     TextBlock,
+    ToolDispatchExecution,
     ToolExecution,
     ToolExecutionInput,
     ToolRegistry,
@@ -33,6 +34,30 @@ from trio_tools import (
 PreNext = Callable[[], Awaitable[PreDecision]]
 AroundNext = Callable[[], Awaitable[ToolResult]]
 PostNext = Callable[[], Awaitable[PostDecision]]
+
+
+async def pass_pre(exec: ToolExecution, call_next: PreNext) -> PreDecision:
+    """A pre-execute hook that only calls on."""
+    return await call_next()
+
+
+async def pass_around(exec: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+    """An around-execute wrapper that only calls on."""
+    return await call_next()
+
+
+async def pass_post(exec: ToolExecution, result: ToolResult, call_next: PostNext) -> PostDecision:
+    """A post-execute hook that only calls on."""
+    return await call_next()
+
+
+def add_passthrough_stages(registry: ToolRegistry) -> None:
+    """One pre-execute hook, around-execute wrapper and post-execute hook, each only
+    calling on: every chain runs, nothing changes the call."""
+    registry.add_pre_execute(pass_pre)
+    registry.add_around_execute(pass_around)
+    registry.add_post_execute(pass_post)
+
 
 TOOL = "tool"
 """The name every single-tool test registers its tool under."""

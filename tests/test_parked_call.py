@@ -10,19 +10,15 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
 import trio.testing
+from helpers_registry import add_passthrough_stages
 
 from trio_tools import (
     TOOL_ABORTED,
     CancelSource,
-    PostDecision,
-    PreDecision,
-    ToolDispatchExecution,
-    ToolExecution,
     ToolExecutionInput,
     ToolRegistry,
     ToolResult,
@@ -46,25 +42,7 @@ def parking_registry(*, staged: bool, release: threading.Event) -> ToolRegistry:
         return "released"
 
     if staged:
-
-        async def pre(exec: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]):
-            return await call_next()
-
-        async def around(
-            exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
-        ) -> ToolResult:
-            return await call_next()
-
-        async def post(
-            exec: ToolExecution,
-            result: ToolResult,
-            call_next: Callable[[], Awaitable[PostDecision]],
-        ) -> PostDecision:
-            return await call_next()
-
-        registry.add_pre_execute(pre)
-        registry.add_around_execute(around)
-        registry.add_post_execute(post)
+        add_passthrough_stages(registry)
         registry.add_observer(lambda exec, result: None)
     return registry
 

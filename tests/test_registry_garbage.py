@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import collections
 import gc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 import trio
 import trio.testing
+from helpers_registry import add_passthrough_stages
 
 from trio_tools import (
     TOOL_ABORTED,
     TOOL_FAILED,
     TOOL_TIMEOUT,
     CancelSource,
-    PostDecision,
-    PreDecision,
     ToolCall,
-    ToolDispatchExecution,
     ToolExecution,
     ToolExecutionInput,
     ToolRegistry,
@@ -66,21 +64,6 @@ def build(*, staged: bool) -> ToolRegistry:
 
     if staged:
 
-        async def pre(exec: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]):
-            return await call_next()
-
-        async def around(
-            exec: ToolDispatchExecution, call_next: Callable[[], Awaitable[ToolResult]]
-        ) -> ToolResult:
-            return await call_next()
-
-        async def post(
-            exec: ToolExecution,
-            result: ToolResult,
-            call_next: Callable[[], Awaitable[PostDecision]],
-        ) -> PostDecision:
-            return await call_next()
-
         async def observe(exec: ToolExecution, result: ToolResult) -> None:
             await trio.lowlevel.checkpoint()
 
@@ -91,10 +74,8 @@ def build(*, staged: bool) -> ToolRegistry:
             def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
                 pass
 
-        registry.add_pre_execute(pre)
+        add_passthrough_stages(registry)
         registry.add_guard(lambda exec: None)
-        registry.add_around_execute(around)
-        registry.add_post_execute(post)
         registry.add_observer(observe)
         registry.add_observer(lambda exec, result: None)
         registry.add_instrument(Instrument())
