@@ -116,17 +116,7 @@ check_fields_base(ToolExecutionInput)
 # ``__class__``'s own descriptor: ``self.__class__ = ...`` on the frozen input itself would
 # be refused by its ``__setattr__``.
 _set_class = object.__dict__["__class__"].__set__
-# The slot descriptors, in field order: for subclasses, and for the batch's inputs
-# (``_calls``), which skip the checks.
+# The slot descriptors, in field order: a subclass's fields are set through them.
 _SLOTS = tuple(
     ToolExecutionInput.__dict__[field.name].__set__ for field in attrs.fields(ToolExecutionInput)
 )
-(
-    _set_call_id,
-    _set_name,
-    _set_arguments,
-    _set_signal,
-    _set_agent,
-    _set_parent,
-    _set_on_progress,
-) = _SLOTS
