@@ -38,7 +38,6 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
-    key: object = None
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and
@@ -48,17 +47,19 @@ async def gate(run: _Run) -> ToolResult | None:
             if reason is not None:
                 scope.cancel(reason=_scope_reason(reason))
             else:
-                key = signal._bind(scope)
+                # `signal._bind(scope)`, inline (every gated call): the scope is its own
+                # key and listener.
+                signal._listeners[scope] = scope
             try:
                 # The pre-execute chain, awaited here rather than in a coroutine of its
                 # own: most gates are one hook that allows.
-                execution = run.execution()
+                execution = run._execution or run.execution()  # without the call, if made
                 definition: Any = run.definition  # resolved: the gate follows resolution
                 end = allowed if definition.requires_approval is False else ApprovalEnd(run)
                 if hooks:
                     chain = Chain(hooks, (execution,), end)
                     try:
-                        decision: object = await chain.start()
+                        decision: object = await hooks[0](execution, chain)
                     finally:
                         chain.open = False
                 elif end is allowed:
@@ -73,7 +74,7 @@ async def gate(run: _Run) -> ToolResult | None:
                     outcome = allowed_or_denied(execution, decision, stages.guards)
                 decided = True
             finally:
-                signal._listeners.pop(key, None)
+                signal._listeners.pop(scope, None)  # not bound if it had fired: no-op
     except Exception as exc:  # also a group left once the scope took its Cancelled
         raise FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
     except trio.Cancelled as exc:

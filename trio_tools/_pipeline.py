@@ -304,7 +304,7 @@ async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ..
     chain = AroundChain(wrappers, run, dispatch, args)
     try:
         try:
-            value = await chain.start()
+            value = await wrappers[0](chain.view, chain)
         finally:
             chain.open = False  # a call_next kept past the chain refuses to run
         # The exact type needs no call; anything else is checked.

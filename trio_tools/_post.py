@@ -14,7 +14,7 @@ import inspect
 
 import trio
 
-from ._chains import Chain, accepted
+from ._chains import ACCEPT, Chain, accepted
 from ._decisions import Accept, Block
 from ._execution import _Run
 from ._failures import exception_result, stray_or_raise
@@ -38,11 +38,14 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
         # The view made by an earlier stage, if any, without the method call.
-        chain = Chain(hooks, (run._execution or run.execution(), result), accepted)
+        execution = run._execution or run.execution()
+        chain = Chain(hooks, (execution, result), accepted)
         try:
-            decision: object = await chain.start()
+            decision: object = await hooks[0](execution, result, chain)
         finally:
             chain.open = False
+        if decision is ACCEPT:  # the chain's end, passed on: keeps the result as it is
+            return result
         if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
             raise TypeError(
                 f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"
