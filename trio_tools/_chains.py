@@ -32,27 +32,23 @@ class Chain:
     """One pre- or post-execute chain: its hooks, what each receives, its end, whether it is
     still running; and the first hook's ``call_next``.
 
-    Run it as ``chain = Chain(hooks, args, end)``, then ``try: await hooks[0](*args, chain)``
+    Made without a constructor call (one per call; a constructor's frame costs more than
+    the stores): ``chain = object.__new__(Chain)``, then every field below set, ``open``
+    to ``True`` and ``_called`` to ``False``.  Then ``try: await hooks[0](*args, chain)``
     with ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once
-    the chain is over.  ``args`` are what every hook receives before ``call_next``; past the
-    last hook, ``end()`` gives the chain's default decision.  (The caller awaits the first
-    hook directly, and the chain is that hook's ``call_next``: no coroutine layer and no
-    ``call_next`` object of its own for the usual chain of one hook.)
+    the chain is over.  ``args`` are what every hook receives before ``call_next``; past
+    the last hook, ``end()`` gives the chain's default decision.  (The caller awaits the
+    first hook directly, and the chain is that hook's ``call_next``: no coroutine layer and
+    no ``call_next`` object of its own for the usual chain of one hook.)
     """
 
     __slots__ = ("_called", "args", "end", "hooks", "open")
 
-    def __init__(
-        self,
-        hooks: Sequence[Callable[..., Awaitable[Any]]],
-        args: tuple[object, ...],
-        end: Callable[[], Awaitable[Any]],
-    ) -> None:
-        self.hooks = hooks
-        self.args = args
-        self.end = end
-        self.open = True
-        self._called = False
+    hooks: Sequence[Callable[..., Awaitable[Any]]]
+    args: tuple[object, ...]
+    end: Callable[[], Awaitable[Any]]
+    open: bool  # the chain runs: a call_next may run the next hook
+    _called: bool  # the first hook's call_next was called
 
     def __call__(self) -> Awaitable[Any]:
         """``call_next`` of the first hook: the second hook's coroutine (or ``end()``), once."""
@@ -144,33 +140,24 @@ class AroundChain:
     """One call's around-execute chain, which is also its first wrapper's ``call_next``;
     past the last wrapper, ``dispatch(run, args)``.
 
-    Run it as ``chain = AroundChain(wrappers, run, dispatch, args)``, then
-    ``try: await wrappers[0](chain.view, chain)`` with ``finally: chain.open = False``; the
-    caller checks what the wrapper returns (see :func:`checked_result`) and restores the
-    caller's signal afterwards.  (Awaited directly, with the chain as the first wrapper's
-    ``call_next``: no coroutine layer and no ``call_next`` object of its own for the usual
-    chain of one wrapper.)
+    Made without a constructor call, as :class:`Chain` is: every field below set, ``view``
+    to the call's ``ToolDispatchExecution``, ``open`` to ``True`` and ``_called`` to
+    ``False``.  Then ``try: await wrappers[0](view, chain)`` with
+    ``finally: chain.open = False``; the caller checks what the wrapper returns (see
+    :func:`checked_result`) and restores the caller's signal afterwards.  (Awaited
+    directly, with the chain as the first wrapper's ``call_next``: no coroutine layer and
+    no ``call_next`` object of its own for the usual chain of one wrapper.)
     """
 
     __slots__ = ("_called", "args", "dispatch", "open", "run", "view", "wrappers")
 
-    def __init__(
-        self,
-        wrappers: Sequence[AroundWrapper],
-        run: _Run,
-        dispatch: Callable[[_Run, Any], Awaitable[ToolResult]],
-        args: Any,
-    ) -> None:
-        self.wrappers = wrappers
-        self.run = run
-        # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
-        view = object.__new__(ToolDispatchExecution)
-        view._run = run
-        self.view = view
-        self.dispatch = dispatch
-        self.args = args
-        self.open = True
-        self._called = False
+    wrappers: Sequence[AroundWrapper]
+    run: _Run
+    view: ToolDispatchExecution
+    dispatch: Callable[[_Run, Any], Awaitable[ToolResult]]
+    args: Any  # what dispatch passes to the body
+    open: bool  # the chain runs: a call_next may run the next wrapper
+    _called: bool  # the first wrapper's call_next was called
 
     def __call__(self) -> Awaitable[ToolResult]:
         """``call_next`` of the first wrapper: at most once, while the chain runs."""

@@ -26,6 +26,8 @@ from ._signal import _scope_reason
 from ._stages import Approver, Guard, Stages
 from ._util import safe_repr
 
+_new = object.__new__
+
 
 async def gate(run: _Run) -> ToolResult | None:
     """Pre-execute, guards and approval under the caller's signal.
@@ -53,11 +55,21 @@ async def gate(run: _Run) -> ToolResult | None:
             try:
                 # The pre-execute chain, awaited here rather than in a coroutine of its
                 # own: most gates are one hook that allows.
-                execution = run._execution or run.execution()  # without the call, if made
+                # The call's view: what `run.execution()` does, without the call (the
+                # gate is the first stage to need it, on every gated call).
+                execution = run._execution
+                if execution is None:
+                    execution = run._execution = _new(ToolExecution)
+                    execution._run = run
                 definition: Any = run.definition  # resolved: the gate follows resolution
                 end = allowed if definition.requires_approval is False else ApprovalEnd(run)
                 if hooks:
-                    chain = Chain(hooks, (execution,), end)
+                    chain = _new(Chain)  # see Chain: no constructor call
+                    chain.hooks = hooks
+                    chain.args = (execution,)
+                    chain.end = end
+                    chain.open = True
+                    chain._called = False
                     try:
                         decision: object = await hooks[0](execution, chain)
                     finally:

@@ -39,7 +39,12 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     try:
         # The view made by an earlier stage, if any, without the method call.
         execution = run._execution or run.execution()
-        chain = Chain(hooks, (execution, result), accepted)
+        chain = object.__new__(Chain)  # see Chain: no constructor call
+        chain.hooks = hooks
+        chain.args = (execution, result)
+        chain.end = accepted
+        chain.open = True
+        chain._called = False
         try:
             decision: object = await hooks[0](execution, result, chain)
         finally:
