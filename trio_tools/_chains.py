@@ -32,14 +32,15 @@ class Chain:
     """One pre- or post-execute chain: its hooks, what each receives, its end, whether it is
     still running; and the first hook's ``call_next``.
 
-    Made without a constructor call (one per call; a constructor's frame costs more than
-    the stores): ``chain = object.__new__(Chain)``, then every field below set, ``open``
-    to ``True`` and ``_called`` to ``False``.  Then ``try: await hooks[0](*args, chain)``
-    with ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once
-    the chain is over.  ``args`` are what every hook receives before ``call_next``; past
-    the last hook, ``end()`` gives the chain's default decision.  (The caller awaits the
-    first hook directly, and the chain is that hook's ``call_next``: no coroutine layer and
-    no ``call_next`` object of its own for the usual chain of one hook.)
+    It has no ``__init__``: made once per call, it is built as ``chain = Chain()`` and
+    every field below set (``open`` to ``True``, ``_called`` to ``False``), since a
+    constructor's frame costs more than the stores (and ``object.__new__`` more than a
+    class call without one).  Then ``try: await hooks[0](*args, chain)`` with
+    ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once the
+    chain is over.  ``args`` are what every hook receives before ``call_next``; past the
+    last hook, ``end()`` gives the chain's default decision.  (The caller awaits the first
+    hook directly, and the chain is that hook's ``call_next``: no coroutine layer and no
+    ``call_next`` object of its own for the usual chain of one hook.)
     """
 
     __slots__ = ("_called", "args", "end", "hooks", "open")
@@ -64,8 +65,7 @@ class Chain:
 
 def _following(chain: Chain, index: int) -> Awaitable[Any]:
     """``hooks[index](*args, call_next)``, for an ``index`` short of the end."""
-    # Made without a constructor call: one per hook past the first per call.
-    following = object.__new__(_Next)
+    following = _Next()  # no constructor of its own, as Chain: one per hook past the first
     following._chain = chain
     following._index = index + 1
     return chain.hooks[index](*chain.args, following)
@@ -140,9 +140,9 @@ class AroundChain:
     """One call's around-execute chain, which is also its first wrapper's ``call_next``;
     past the last wrapper, ``dispatch(run, args)``.
 
-    Made without a constructor call, as :class:`Chain` is: every field below set, ``view``
-    to the call's ``ToolDispatchExecution``, ``open`` to ``True`` and ``_called`` to
-    ``False``.  Then ``try: await wrappers[0](view, chain)`` with
+    It has no ``__init__``, as :class:`Chain`: ``chain = AroundChain()``, then every field
+    below set (``view`` to the call's ``ToolDispatchExecution``, ``open`` to ``True``,
+    ``_called`` to ``False``).  Then ``try: await wrappers[0](view, chain)`` with
     ``finally: chain.open = False``; the caller checks what the wrapper returns (see
     :func:`checked_result`) and restores the caller's signal afterwards.  (Awaited
     directly, with the chain as the first wrapper's ``call_next``: no coroutine layer and
@@ -178,8 +178,7 @@ class AroundChain:
         # What the calling wrapper set for the span of its call_next(): restored when that
         # call_next() returns, so each wrapper sees its own signal again.
         signal = run.dispatch_signal
-        # Made without a constructor call: one per wrapper past the first per call.
-        once = object.__new__(_Once)
+        once = _Once()  # no constructor of its own, as Chain: one per wrapper past the first
         once._chain = self
         once._index = index + 1
         try:

@@ -64,7 +64,7 @@ async def gate(run: _Run) -> ToolResult | None:
                 definition: Any = run.definition  # resolved: the gate follows resolution
                 end = allowed if definition.requires_approval is False else ApprovalEnd(run)
                 if hooks:
-                    chain = _new(Chain)  # see Chain: no constructor call
+                    chain = Chain()  # no constructor of its own (see Chain)
                     chain.hooks = hooks
                     chain.args = (execution,)
                     chain.end = end

@@ -302,7 +302,7 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = _new(AroundChain)  # see AroundChain: no constructor call
+    chain = AroundChain()  # no constructor of its own (see AroundChain)
     chain.wrappers = wrappers
     chain.run = run
     # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
