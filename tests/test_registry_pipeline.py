@@ -28,6 +28,9 @@ from helpers_registry import (
     not_json_result,
     note,
     ok,
+    pass_around,
+    pass_post,
+    pass_pre,
     unknown_tool,
 )
 
@@ -586,25 +589,13 @@ async def _twice_post(execution: ToolExecution, result: ToolResult, call_next: P
     return await call_next()
 
 
-async def _through_pre(execution: ToolExecution, call_next: PreNext) -> PreDecision:
-    return await call_next()
-
-
-async def _through_around(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
-    return await call_next()
-
-
-async def _through_post(execution: ToolExecution, result: ToolResult, call_next: PostNext) -> Any:
-    return await call_next()
-
-
 @pytest.mark.parametrize("behind", [False, True], ids=["first", "behind another"])
 @pytest.mark.parametrize(
     ("stage", "hook", "through", "code"),
     [
-        ("pre", _twice_pre, _through_pre, "PRE_EXECUTE_FAILED"),
-        ("around", _twice_around, _through_around, "WRAPPER_FAILED"),
-        ("post", _twice_post, _through_post, "POST_EXECUTE_FAILED"),
+        ("pre", _twice_pre, pass_pre, "PRE_EXECUTE_FAILED"),
+        ("around", _twice_around, pass_around, "WRAPPER_FAILED"),
+        ("post", _twice_post, pass_post, "POST_EXECUTE_FAILED"),
     ],
 )
 async def test_calling_call_next_twice_raises_and_is_the_stages_failure(

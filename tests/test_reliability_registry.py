@@ -27,6 +27,9 @@ from helpers_registry import (
     error,
     note,
     ok,
+    pass_around,
+    pass_post,
+    pass_pre,
 )
 
 from trio_tools import (
@@ -492,32 +495,23 @@ async def test_a_late_call_next_of_a_later_stage_raises() -> None:
         bodies.append("ran")
         return "done"
 
-    async def pre(execution: ToolExecution, call_next: PreNext) -> Any:
-        return await call_next()
-
     async def late_pre(execution: ToolExecution, call_next: PreNext) -> Any:
         kept.append(call_next)
-        return await call_next()
-
-    async def wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
         return await call_next()
 
     async def late_wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
         kept.append(call_next)
         return ok("short-circuit")
 
-    async def post(execution: ToolExecution, result: ToolResult, call_next: PostNext) -> Any:
-        return await call_next()
-
     async def late_post(execution: ToolExecution, result: ToolResult, call_next: PostNext) -> Any:
         kept.append(call_next)
         return Accept()
 
-    for stage in (pre, late_pre):
+    for stage in (pass_pre, late_pre):
         h.registry.add_pre_execute(stage)
-    for wrap in (wrapper, late_wrapper):
+    for wrap in (pass_around, late_wrapper):
         h.registry.add_around_execute(wrap)
-    for hook in (post, late_post):
+    for hook in (pass_post, late_post):
         h.registry.add_post_execute(hook)
     assert ok("short-circuit") == await h.execute()
     assert 3 == len(kept)
