@@ -877,18 +877,28 @@ async def per_call_nursery_deep(n: int, *, ambient: bool) -> float:
     return time.perf_counter() - start
 
 
-async def execute_cancel(n: int) -> float:
+async def execute_cancel(n: int, *, observed: bool = False) -> float:
+    """P5's calls cancelled through their signal; ``observed``: each result is recorded by
+    the same observer as in :func:`ambient_cancel` rather than by the caller (a diagnostic:
+    the ambient variant needs it, as its calls raise)."""
     parked = Parked()
     registry = sleeper_registry(parked)
     source = CancelSource()
     signal = source.signal
     codes: list[str | None] = []
 
+    def observe(exec: ToolExecution, result: ToolResult) -> None:
+        codes.append(result.code)
+
+    if observed:
+        registry.add_observer(observe)
+
     async def call() -> None:
         result = await registry.execute(
             ToolExecutionInput(call_id="call", name="sleep", arguments={}, signal=signal)
         )
-        codes.append(result.code)
+        if not observed:
+            codes.append(result.code)
 
     async with trio.open_nursery() as nursery:
         for _ in range(n):
@@ -963,6 +973,7 @@ async def bench_cancel(cfg: Config) -> None:
         "per-call nursery": per_call_nursery_cancel,
         "execute": execute_cancel,
         "ambient": ambient_cancel,
+        "execute, observed": functools.partial(execute_cancel, observed=True),
         "per-call nursery, ambient": per_call_nursery_ambient,
         "at a call's depth, signal": functools.partial(per_call_nursery_deep, ambient=False),
         "at a call's depth, ambient": functools.partial(per_call_nursery_deep, ambient=True),
@@ -1025,6 +1036,12 @@ async def bench_cancel(cfg: Config) -> None:
     )
     diag(f"execute: {median['execute'] * 1e3:.2f} ms ({us(median['execute'] / n)}/call)")
     diag(f"ambient: {median['ambient'] * 1e3:.2f} ms ({us(median['ambient'] / n)}/call)")
+    observed = "execute, observed"
+    diag(
+        f"signal variant whose results the ambient variant's observer records (its calls "
+        f"return, so the goal's signal variant has none): {us(median[observed] / n)}/call; "
+        f"ambient vs it {ratio('ambient', observed):.2f}"
+    )
     off = {name: statistics.median(values) for name, values in samples_off.items()}
     pairs_off = zip(samples_off["ambient"], samples_off["execute"], strict=True)
     diag(

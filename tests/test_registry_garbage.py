@@ -11,19 +11,28 @@ objects, not time.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import attrs
+import msgspec
 import pytest
 import trio
 import trio.testing
 from helpers_registry import add_passthrough_stages
 
 from trio_tools import (
+    FINALIZE_FAILED,
+    INVALID_ARGS,
+    NOT_JSON,
     TOOL_ABORTED,
     TOOL_FAILED,
     TOOL_TIMEOUT,
+    UNKNOWN_TOOL,
     CancelSource,
     ToolCall,
     ToolExecution,
@@ -222,3 +231,183 @@ async def test_ambient_cancellation_leaves_no_cycles(
             await cancelled_from_outside()
         found = garbage()
     assert found == {}, f"ambient cancellation left reference cycles: {found.most_common(10)}"
+
+
+@attrs.frozen
+class Point:
+    x: int
+    y: int = 0
+
+
+@dataclasses.dataclass
+class Batch:
+    items: list[int]
+
+
+class Nested(msgspec.Struct):
+    name: str
+    counts: dict[str, int] = {}
+
+
+def not_negative(instance: object, attribute: object, value: int) -> None:
+    if value < 0:
+        raise ValueError("must not be negative")
+
+
+@attrs.frozen
+class Positive:
+    value: int = attrs.field(validator=not_negative)
+
+
+def build_failing() -> ToolRegistry:
+    """Tools whose calls fail before, in or after their body, each in its own way."""
+    registry = ToolRegistry()
+
+    async def takes(args: object, ctx: ToolRunContext) -> str:
+        """Takes its argument class."""
+        return "ok"
+
+    for name, args in {
+        "point": Point,
+        "batch": Batch,
+        "nested": Nested,
+        "positive": Positive,
+    }.items():
+        registry.tool(takes, name=name, args=args)
+
+    @registry.tool
+    async def signature(path: str, limit: int = 1, *, ctx: ToolRunContext) -> str:
+        """Takes keyword arguments."""
+        return "ok"
+
+    @registry.tool
+    def sync_ok(args: object, ctx: ToolRunContext) -> str:
+        """Returns from a worker thread."""
+        return "ok"
+
+    @registry.tool
+    def sync_boom(args: object, ctx: ToolRunContext) -> str:
+        """Fails in a worker thread."""
+        raise ValueError("boom")
+
+    def broken_finalize(exec: ToolExecution, result: ToolResult) -> None:
+        raise ValueError("finalize broke")
+
+    @registry.tool(finalize_content=broken_finalize)
+    async def finalized(args: object, ctx: ToolRunContext) -> str:
+        """Its result's finalize_content fails."""
+        return "ok"
+
+    return registry
+
+
+FAILING_CALLS: list[tuple[str, object, str | None]] = [
+    ("point", {"x": "one"}, INVALID_ARGS),
+    ("point", {}, INVALID_ARGS),
+    ("batch", {"items": [1, "two"]}, INVALID_ARGS),
+    ("nested", {"name": "n", "counts": {"a": "b"}}, INVALID_ARGS),
+    ("positive", {"value": -1}, INVALID_ARGS),
+    ("signature", {"limit": 2}, INVALID_ARGS),
+    ("missing", {}, UNKNOWN_TOOL),
+    ("point", [{1, 2}], NOT_JSON),
+    ("sync_ok", {}, None),
+    ("sync_boom", {}, TOOL_FAILED),
+    ("finalized", {}, FINALIZE_FAILED),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "code"), FAILING_CALLS, ids=[f"{n}-{c}" for n, _, c in FAILING_CALLS]
+)
+async def test_failing_calls_leave_no_cycles(
+    name: str, arguments: object, code: str | None
+) -> None:
+    """Invalid arguments (every kind of argument class, a validator that raises, a
+    signature), an unknown tool, arguments that are not JSON, a sync body in its worker
+    thread (returning or raising) and a failing ``finalize_content``: each failure is
+    turned into its result without an exception left in a cycle with the frames that
+    caught it."""
+    registry = build_failing()
+    source = CancelSource()
+
+    async def one() -> str | None:
+        result = await registry.execute(
+            ToolExecutionInput(call_id="call", name=name, arguments=arguments, signal=source.signal)
+        )
+        return result.code
+
+    assert await one() == code  # warm up first
+    with collector_off() as garbage:
+        codes = [await one() for _ in range(200)]
+        found = garbage()
+    assert codes == [code] * 200
+    assert found == {}, f"{name} calls left reference cycles: {found.most_common(10)}"
+
+
+@pytest.mark.parametrize("ambient", [False, True], ids=["signal", "enclosing scope"])
+async def test_cancelled_sync_bodies_leave_no_cycles(ambient: bool) -> None:
+    """A sync body that stops at ``ctx.check_cancelled()``: the ``Cancelled`` it raises in
+    its worker thread comes back to the call without a cycle, whoever cancelled."""
+    registry = ToolRegistry()
+    started = threading.Event()
+
+    @registry.tool
+    def waits(args: object, ctx: ToolRunContext) -> str:
+        """Polls for cancellation."""
+        started.set()
+        while True:
+            ctx.check_cancelled()
+            time.sleep(0.001)
+
+    async def cancelled() -> None:
+        started.clear()
+        source = CancelSource()
+        results: list[ToolResult] = []
+
+        async def run() -> None:
+            results.append(
+                await registry.execute(
+                    ToolExecutionInput(
+                        call_id="c", name="waits", arguments={}, signal=source.signal
+                    )
+                )
+            )
+
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await trio.to_thread.run_sync(started.wait, 10.0)
+                if ambient:
+                    scope.cancel()
+                else:
+                    source.cancel("enough")
+        assert [r.code for r in results] == ([] if ambient else [TOOL_ABORTED])
+
+    await cancelled()
+    with collector_off() as garbage:
+        for _ in range(20):
+            await cancelled()
+        found = garbage()
+    assert found == {}, f"cancelled sync bodies left reference cycles: {found.most_common(10)}"
+
+
+async def test_batches_of_failing_calls_leave_no_cycles() -> None:
+    """A batch's calls that fail on their JSON text (invalid, not an object), their
+    arguments, an unknown name or in their body."""
+    registry = build_failing()
+    source = CancelSource()
+    calls = [
+        ToolCall(call_id="a", name="point", arguments='{"x": "one"}'),
+        ToolCall(call_id="b", name="point", arguments="{not json"),
+        ToolCall(call_id="c", name="point", arguments="[1]"),
+        ToolCall(call_id="d", name="missing", arguments="{}"),
+        ToolCall(call_id="e", name="sync_boom", arguments="{}"),
+        ToolCall(call_id="f", name="finalized", arguments="{}"),
+    ]
+    await run_tool_calls(registry, calls, signal=source.signal)
+    with collector_off() as garbage:
+        for _ in range(100):
+            outcome = await run_tool_calls(registry, calls, signal=source.signal)
+            assert all(result.is_error for result in outcome.results)
+        found = garbage()
+    assert found == {}, f"batches of failing calls left reference cycles: {found.most_common(10)}"

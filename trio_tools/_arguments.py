@@ -127,8 +127,14 @@ def _collect(
         return
     except Exception as exc:
         # Not only ValidationError: an argument class's constructor (``__post_init__``, a
-        # validator) may raise anything, and that too is the model's invalid input.
-        error = exc
+        # validator) may raise anything, and that too is the model's invalid input.  Only
+        # its message is kept: the exception's traceback holds this frame, and a local
+        # holding the exception would be a reference cycle.
+        message = (
+            _format_error(exc, path)
+            if isinstance(exc, msgspec.ValidationError)
+            else f"{path}: {_describe(exc)}"
+        )
     info, pytype = _unwrap(info, pytype)
     before = len(out)
     if isinstance(info, _OBJECT_TYPES) and isinstance(value, dict):
@@ -164,11 +170,7 @@ def _collect(
                 out.append(f"{item_path}: invalid key: {_describe(exc)}")
             _collect(item, info.value_type, value_type, item_path, out)
     if len(out) == before:
-        out.append(
-            _format_error(error, path)
-            if isinstance(error, msgspec.ValidationError)
-            else f"{path}: {_describe(error)}"
-        )
+        out.append(message)
 
 
 def _describe(exc: Exception) -> str:
@@ -177,27 +179,36 @@ def _describe(exc: Exception) -> str:
     return exception_message(exc)
 
 
-def argument_violations(arguments: object, args: type[Any]) -> list[str]:
-    """Every violation of ``arguments`` against ``args``, each prefixed by its JSON path."""
+def argument_violations(
+    arguments: object, args: type[Any], info: msgspec.inspect.Type | None = None
+) -> list[str]:
+    """Every violation of ``arguments`` against ``args``, each prefixed by its JSON path.
+
+    ``info`` is ``msgspec.inspect.type_info(args)`` if the caller has it: a definition's
+    parser computes it once, as inspecting a class each time leaves a reference cycle
+    behind (msgspec builds a recursive closure for it).
+    """
     out: list[str] = []
-    _collect(arguments, msgspec.inspect.type_info(args), args, "$", out)
+    _collect(arguments, msgspec.inspect.type_info(args) if info is None else info, args, "$", out)
     return out
 
 
-def parse_arguments(args: type[Any] | None, arguments: object) -> tuple[Any, list[str]]:
+def parse_arguments(
+    args: type[Any] | None, arguments: object, info: msgspec.inspect.Type | None = None
+) -> tuple[Any, list[str]]:
     """Parse the frozen arguments into ``args``: ``(value, [])`` or ``(None, violations)``.
 
     ``args`` is a definition's argument type; ``None`` takes the raw arguments as they are.
     Validation is fast (one ``msgspec.convert``); only when it fails is the full list of
-    violations computed.  Whatever the argument class's constructor raises is a violation,
-    never an exception.
+    violations computed (``info``: as for :func:`argument_violations`).  Whatever the
+    argument class's constructor raises is a violation, never an exception.
     """
     if args is None:
         return arguments, []
     try:
         return msgspec.convert(arguments, args), []
     except Exception:
-        return None, argument_violations(arguments, args)
+        return None, argument_violations(arguments, args, info)
 
 
 ArgumentParser = Callable[[object], tuple[Any, list[str]]]
@@ -223,12 +234,8 @@ def _is_scalar(info: msgspec.inspect.Type) -> bool:
     return isinstance(info, _SCALAR_TYPES)
 
 
-def _scalar_fields(args: type[Any]) -> bool:
-    """Whether ``args`` is a dataclass, attrs class or plain Struct of scalar fields."""
-    try:
-        info = msgspec.inspect.type_info(args)
-    except Exception:
-        return False
+def _scalar_fields(info: msgspec.inspect.Type) -> bool:
+    """Whether ``info`` is a dataclass, attrs class or plain Struct of scalar fields."""
     if isinstance(info, msgspec.inspect.StructType):
         if info.array_like or info.tag_field is not None:
             return False
@@ -247,22 +254,28 @@ def argument_parser(args: type[Any] | None) -> ArgumentParser:
     integer beyond 64 bits, a lone surrogate) take the general path; invalid ones get the
     same violations, collected the same way.
     """
-    if args is None or not _scalar_fields(args):
-        return lambda arguments: parse_arguments(args, arguments)
+    if args is None:
+        return lambda arguments: (arguments, [])
+    try:
+        info: msgspec.inspect.Type | None = msgspec.inspect.type_info(args)
+    except Exception:
+        info = None  # what convert makes of it is every call's answer
+    if info is None or not _scalar_fields(info):
+        return lambda arguments: parse_arguments(args, arguments, info)
     try:
         decode = msgspec.msgpack.Decoder(args).decode
     except Exception:
-        return lambda arguments: parse_arguments(args, arguments)
+        return lambda arguments: parse_arguments(args, arguments, info)
 
     def parse(arguments: object) -> tuple[Any, list[str]]:
         try:
             data = _encode(arguments)
         except Exception:
-            return parse_arguments(args, arguments)
+            return parse_arguments(args, arguments, info)
         try:
             return decode(data), []
         except Exception:
             # Exactly where `convert` fails (the class's own constructor code included).
-            return None, argument_violations(arguments, args)
+            return None, argument_violations(arguments, args, info)
 
     return parse

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import keyword
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 import msgspec
@@ -118,16 +118,15 @@ def keyword_call(
     return call
 
 
-def in_worker_thread(run: Any, args: Any, ctx: Any) -> Awaitable[object]:
-    """What dispatch awaits for the sync body of ``run`` (an ``_execution._Run``, which
-    imports this module): the body in a worker thread of the call's thread limiter.
+async def in_worker_thread(run: Any, args: Any, ctx: Any) -> object:
+    """The sync body of ``run`` (an ``_execution._Run``, which imports this module), run in
+    a worker thread of the call's thread limiter: its value, or what it raised, raised here.
 
-    A plain function returning the awaitable, so that dispatch's frame (alive while every
-    call is parked) has no room for this call's arguments.  Never abandoned: the call stays
-    pending until the thread returns (it sees cancellation through ``ctx.check_cancelled()``).
+    Never abandoned: the call stays pending until the thread returns (it sees cancellation
+    through ``ctx.check_cancelled()``).
     """
     definition = run.definition
-    return trio.to_thread.run_sync(
+    outcome = await trio.to_thread.run_sync(
         run_sync_body,
         definition._call,
         definition.name,
@@ -136,17 +135,35 @@ def in_worker_thread(run: Any, args: Any, ctx: Any) -> Awaitable[object]:
         abandon_on_cancel=False,
         limiter=run.stages.thread_limiter,
     )
+    if len(outcome) == 1:
+        return outcome[0]
+    # What the body raised.  The worker thread's frames, which its traceback holds, still
+    # hold this list: emptied, it closes no reference cycle through them.
+    failure = outcome.pop()
+    # Raised from a temporary pair while the local is cleared: the traceback holds this
+    # frame too, which must not keep the exception either.
+    raise (failure, failure := None)[0]
 
 
-def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx: Any) -> object:
-    """A sync body ``call(args, ctx)`` of the tool ``name``, in its worker thread."""
-    value = call(args, ctx)
-    if inspect.isawaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()  # a coroutine nobody will await: no "never awaited" warning
-        raise TypeError(
-            f"tool {name!r} is a plain function that returned an awaitable "
-            f"({type(value).__name__}); define it with `async def` to run it in Trio"
-        )
-    return value
+def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx: Any) -> list[Any]:
+    """A sync body ``call(args, ctx)`` of the tool ``name``, in its worker thread:
+    ``[value]``, or ``[None, exception]`` for what it raised (also a ``Cancelled`` from
+    ``ctx.check_cancelled()``).
+
+    Not raised through ``trio.to_thread.run_sync``: Trio's way back from the thread keeps
+    a raised exception in a reference cycle (a closure over the outcome, which the
+    exception's traceback holds) that only the cyclic garbage collector would free.
+    """
+    try:
+        value = call(args, ctx)
+        if inspect.isawaitable(value):
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()  # a coroutine nobody will await: no "never awaited" warning
+            raise TypeError(
+                f"tool {name!r} is a plain function that returned an awaitable "
+                f"({type(value).__name__}); define it with `async def` to run it in Trio"
+            )
+    except BaseException as exc:
+        return [None, exc]
+    return [value]

@@ -190,10 +190,12 @@ def finish(run: _Run, result: ToolResult, finalize: FinalizeContent | None) -> T
             return result
         return replace_result(result, content=_content(content))
     except (Exception, trio.Cancelled) as exc:
-        # A synchronous callback reaches no checkpoint: a Cancelled from it is stray.
-        failure = StrayCancelled() if isinstance(exc, trio.Cancelled) else exc
+        # A synchronous callback reaches no checkpoint: a Cancelled from it is stray.  (No
+        # local of its own holds the exception: its traceback holds this frame.)
         return replace_result(
-            exception_result(failure, FINALIZE_FAILED),
+            exception_result(
+                StrayCancelled() if isinstance(exc, trio.Cancelled) else exc, FINALIZE_FAILED
+            ),
             additional_contexts=result.additional_contexts,
             halt=halt,
         )
