@@ -28,6 +28,9 @@ from helpers_registry import (
     not_json_result,
     note,
     ok,
+    pass_around,
+    pass_post,
+    pass_pre,
     unknown_tool,
 )
 
@@ -586,20 +589,25 @@ async def _twice_post(execution: ToolExecution, result: ToolResult, call_next: P
     return await call_next()
 
 
+@pytest.mark.parametrize("behind", [False, True], ids=["first", "behind another"])
 @pytest.mark.parametrize(
-    ("stage", "hook", "code"),
+    ("stage", "hook", "through", "code"),
     [
-        ("pre", _twice_pre, "PRE_EXECUTE_FAILED"),
-        ("around", _twice_around, "WRAPPER_FAILED"),
-        ("post", _twice_post, "POST_EXECUTE_FAILED"),
+        ("pre", _twice_pre, pass_pre, "PRE_EXECUTE_FAILED"),
+        ("around", _twice_around, pass_around, "WRAPPER_FAILED"),
+        ("post", _twice_post, pass_post, "POST_EXECUTE_FAILED"),
     ],
 )
 async def test_calling_call_next_twice_raises_and_is_the_stages_failure(
-    h: Harness, stage: str, hook: Any, code: str
+    h: Harness, stage: str, hook: Any, through: Any, code: str, behind: bool
 ) -> None:
-    {"pre": h.registry.add_pre_execute, "around": h.registry.add_around_execute}.get(
+    """The first stage's ``call_next`` (the chain itself) and a later stage's alike."""
+    add = {"pre": h.registry.add_pre_execute, "around": h.registry.add_around_execute}.get(
         stage, h.registry.add_post_execute
-    )(hook)
+    )
+    if behind:
+        add(through)
+    add(hook)
     received = add_echo(h)
 
     result = await h.execute()

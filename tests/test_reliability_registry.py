@@ -27,6 +27,9 @@ from helpers_registry import (
     error,
     note,
     ok,
+    pass_around,
+    pass_post,
+    pass_pre,
 )
 
 from trio_tools import (
@@ -479,6 +482,43 @@ async def test_a_late_pre_and_post_call_next_raise() -> None:
         with pytest.raises(RuntimeError, match="after the tool call's chain had returned"):
             await call_next()
     assert [] == approvals
+
+
+async def test_a_late_call_next_of_a_later_stage_raises() -> None:
+    """Each stage behind the first keeps its ``call_next``: it refuses to run afterwards."""
+    h = Harness()
+    kept: list[Callable[[], Awaitable[object]]] = []
+    bodies: list[str] = []
+
+    @h.registry.tool(name=TOOL)
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        bodies.append("ran")
+        return "done"
+
+    async def late_pre(execution: ToolExecution, call_next: PreNext) -> Any:
+        kept.append(call_next)
+        return await call_next()
+
+    async def late_wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+        kept.append(call_next)
+        return ok("short-circuit")
+
+    async def late_post(execution: ToolExecution, result: ToolResult, call_next: PostNext) -> Any:
+        kept.append(call_next)
+        return Accept()
+
+    for stage in (pass_pre, late_pre):
+        h.registry.add_pre_execute(stage)
+    for wrap in (pass_around, late_wrapper):
+        h.registry.add_around_execute(wrap)
+    for hook in (pass_post, late_post):
+        h.registry.add_post_execute(hook)
+    assert ok("short-circuit") == await h.execute()
+    assert 3 == len(kept)
+    for call_next in kept:
+        with pytest.raises(RuntimeError, match="after the tool call's chain had returned"):
+            await call_next()
+    assert [] == bodies
 
 
 # -- a wrapper swallowing ambient cancellation ---------------------------------------------

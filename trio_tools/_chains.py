@@ -25,40 +25,50 @@ from ._util import logger, safe_repr
 
 ALLOW = Allow()  # also what the gate decides without a chain
 _ASK = Ask()
-_ACCEPT = Accept()
+ACCEPT = Accept()  # what post-execute decides without a hook changing it
 
 
 class Chain:
-    """One pre- or post-execute chain: its hooks, what each receives, its end, and whether it
-    is still running.
+    """One pre- or post-execute chain: its hooks, what each receives, its end, whether it is
+    still running; and the first hook's ``call_next``.
 
-    Run it as ``chain = Chain(hooks, args, end)``, then ``try: await chain.start()`` with
+    It has no ``__init__``: made once per call, it is built as ``chain = Chain()`` and
+    every field below set (``open`` to ``True``, ``_called`` to ``False``), since a
+    constructor's frame costs more than the stores (and ``object.__new__`` more than a
+    class call without one).  Then ``try: await hooks[0](*args, chain)`` with
     ``finally: chain.open = False``, so that a kept ``call_next`` refuses to run once the
     chain is over.  ``args`` are what every hook receives before ``call_next``; past the
     last hook, ``end()`` gives the chain's default decision.  (The caller awaits the first
-    hook directly: no coroutine layer of the chain's own.)
+    hook directly, and the chain is that hook's ``call_next``: no coroutine layer and no
+    ``call_next`` object of its own for the usual chain of one hook.)
     """
 
-    __slots__ = ("args", "end", "hooks", "open")
+    __slots__ = ("_called", "args", "end", "hooks", "open")
 
-    def __init__(
-        self,
-        hooks: Sequence[Callable[..., Awaitable[Any]]],
-        args: tuple[object, ...],
-        end: Callable[[], Awaitable[Any]],
-    ) -> None:
-        self.hooks = hooks
-        self.args = args
-        self.end = end
-        self.open = True
+    hooks: Sequence[Callable[..., Awaitable[Any]]]
+    args: tuple[object, ...]
+    end: Callable[[], Awaitable[Any]]
+    open: bool  # the chain runs: a call_next may run the next hook
+    _called: bool  # the first hook's call_next was called
 
-    def start(self) -> Awaitable[Any]:
-        """``hooks[0](*args, call_next)``, whose ``call_next`` leads on to ``end()``."""
-        # Made without a constructor call: one per hook per call.
-        following = object.__new__(_Next)
-        following._chain = self
-        following._index = 1
-        return self.hooks[0](*self.args, following)
+    def __call__(self) -> Awaitable[Any]:
+        """``call_next`` of the first hook: the second hook's coroutine (or ``end()``), once."""
+        if not self.open:
+            raise _closed()
+        if self._called:
+            raise _twice()
+        self._called = True
+        if len(self.hooks) == 1:
+            return self.end()
+        return _following(self, 1)
+
+
+def _following(chain: Chain, index: int) -> Awaitable[Any]:
+    """``hooks[index](*args, call_next)``, for an ``index`` short of the end."""
+    following = _Next()  # no constructor of its own, as Chain: one per hook past the first
+    following._chain = chain
+    following._index = index + 1
+    return chain.hooks[index](*chain.args, following)
 
 
 def _closed() -> RuntimeError:
@@ -70,7 +80,8 @@ def _twice() -> RuntimeError:
 
 
 class _Next:
-    """``call_next`` of the pre- or post-execute chain: the next hook's coroutine, once."""
+    """``call_next`` of a pre- or post-execute hook past the first: the next hook's
+    coroutine (or the chain's ``end()``), once."""
 
     __slots__ = ("_chain", "_index")
 
@@ -84,13 +95,9 @@ class _Next:
         index, self._index = self._index, -1
         if index < 0:
             raise _twice()
-        hooks = chain.hooks
-        if index == len(hooks):
+        if index == len(chain.hooks):
             return chain.end()
-        following = object.__new__(_Next)  # as in Chain.start
-        following._chain = chain
-        following._index = index + 1
-        return hooks[index](*chain.args, following)
+        return _following(chain, index)
 
 
 async def allowed() -> PreDecision:
@@ -100,7 +107,7 @@ async def allowed() -> PreDecision:
 
 async def accepted() -> PostDecision:
     """The end of every post-execute chain."""
-    return _ACCEPT
+    return ACCEPT
 
 
 class ApprovalEnd:
@@ -130,36 +137,40 @@ class ApprovalEnd:
 
 
 class AroundChain:
-    """One call's around-execute chain; past the last wrapper, ``dispatch(run, args)``."""
+    """One call's around-execute chain, which is also its first wrapper's ``call_next``;
+    past the last wrapper, ``dispatch(run, args)``.
 
-    __slots__ = ("args", "dispatch", "open", "run", "view", "wrappers")
+    It has no ``__init__``, as :class:`Chain`: ``chain = AroundChain()``, then every field
+    below set (``view`` to the call's ``ToolDispatchExecution``, ``open`` to ``True``,
+    ``_called`` to ``False``).  Then ``try: await wrappers[0](view, chain)`` with
+    ``finally: chain.open = False``; the caller checks what the wrapper returns (see
+    :func:`checked_result`) and restores the caller's signal afterwards.  (Awaited
+    directly, with the chain as the first wrapper's ``call_next``: no coroutine layer and
+    no ``call_next`` object of its own for the usual chain of one wrapper.)
+    """
 
-    def __init__(
-        self,
-        wrappers: Sequence[AroundWrapper],
-        run: _Run,
-        dispatch: Callable[[_Run, Any], Awaitable[ToolResult]],
-        args: Any,
-    ) -> None:
-        self.wrappers = wrappers
-        self.run = run
-        # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
-        view = object.__new__(ToolDispatchExecution)
-        view._run = run
-        self.view = view
-        self.dispatch = dispatch
-        self.args = args
-        self.open = True
+    __slots__ = ("_called", "args", "dispatch", "open", "run", "view", "wrappers")
 
-    def start(self) -> Awaitable[object]:
-        """The first wrapper's awaitable; the caller checks what it returns (see
-        :func:`checked_result`) and restores the caller's signal afterwards.  Awaiting it
-        directly saves a coroutine layer per call."""
-        # Made without a constructor call: one per wrapper per call.
-        once = object.__new__(_Once)
-        once._chain = self
-        once._index = 1
-        return self.wrappers[0](self.view, once)
+    wrappers: Sequence[AroundWrapper]
+    run: _Run
+    view: ToolDispatchExecution
+    dispatch: Callable[[_Run, Any], Awaitable[ToolResult]]
+    args: Any  # what dispatch passes to the body
+    open: bool  # the chain runs: a call_next may run the next wrapper
+    _called: bool  # the first wrapper's call_next was called
+
+    def __call__(self) -> Awaitable[ToolResult]:
+        """``call_next`` of the first wrapper: at most once, while the chain runs."""
+        if not self.open:
+            raise _closed()
+        if self._called:
+            raise _twice()
+        self._called = True
+        if len(self.wrappers) == 1:
+            # The last wrapper's call_next is dispatch itself (which restores the signal
+            # that wrapper set when it returns): no step layer in between.
+            return self.dispatch(self.run, self.args)
+        return self.step(1)
 
     async def step(self, index: int) -> ToolResult:
         """``call_next`` of wrapper ``index - 1``, for a wrapper that is not the last."""
@@ -167,7 +178,7 @@ class AroundChain:
         # What the calling wrapper set for the span of its call_next(): restored when that
         # call_next() returns, so each wrapper sees its own signal again.
         signal = run.dispatch_signal
-        once = object.__new__(_Once)  # as in start()
+        once = _Once()  # no constructor of its own, as Chain: one per wrapper past the first
         once._chain = self
         once._index = index + 1
         try:
@@ -184,7 +195,8 @@ def checked_result(result: object) -> ToolResult:
 
 
 class _Once:
-    """``call_next`` of the around-execute chain: at most once, while the chain runs."""
+    """``call_next`` of an around-execute wrapper past the first: at most once, while the
+    chain runs."""
 
     __slots__ = ("_chain", "_index")
 
@@ -199,7 +211,5 @@ class _Once:
         if index < 0:
             raise _twice()
         if index == len(chain.wrappers):
-            # The last wrapper's call_next is dispatch itself (which restores the signal
-            # that wrapper set when it returns): no step layer in between.
-            return chain.dispatch(chain.run, chain.args)
+            return chain.dispatch(chain.run, chain.args)  # as in AroundChain.__call__
         return chain.step(index)

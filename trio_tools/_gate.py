@@ -26,6 +26,8 @@ from ._signal import _scope_reason
 from ._stages import Approver, Guard, Stages
 from ._util import safe_repr
 
+_new = object.__new__
+
 
 async def gate(run: _Run) -> ToolResult | None:
     """Pre-execute, guards and approval under the caller's signal.
@@ -38,7 +40,6 @@ async def gate(run: _Run) -> ToolResult | None:
     decided = False
     outcome: ToolResult | None = None
     signal = run.caller_signal
-    key: object = None
     try:
         # What `with signal.open_scope():` does, without its context-manager object: the
         # scope is cancelled when the signal fires (already on entry if it has fired), and
@@ -48,17 +49,29 @@ async def gate(run: _Run) -> ToolResult | None:
             if reason is not None:
                 scope.cancel(reason=_scope_reason(reason))
             else:
-                key = signal._bind(scope)
+                # `signal._bind(scope)`, inline (every gated call): the scope is its own
+                # key and listener.
+                signal._listeners[scope] = scope
             try:
                 # The pre-execute chain, awaited here rather than in a coroutine of its
                 # own: most gates are one hook that allows.
-                execution = run.execution()
+                # The call's view: what `run.execution()` does, without the call (the
+                # gate is the first stage to need it, on every gated call).
+                execution = run._execution
+                if execution is None:
+                    execution = run._execution = _new(ToolExecution)
+                    execution._run = run
                 definition: Any = run.definition  # resolved: the gate follows resolution
                 end = allowed if definition.requires_approval is False else ApprovalEnd(run)
                 if hooks:
-                    chain = Chain(hooks, (execution,), end)
+                    chain = Chain()  # no constructor of its own (see Chain)
+                    chain.hooks = hooks
+                    chain.args = (execution,)
+                    chain.end = end
+                    chain.open = True
+                    chain._called = False
                     try:
-                        decision: object = await chain.start()
+                        decision: object = await hooks[0](execution, chain)
                     finally:
                         chain.open = False
                 elif end is allowed:
@@ -73,7 +86,7 @@ async def gate(run: _Run) -> ToolResult | None:
                     outcome = allowed_or_denied(execution, decision, stages.guards)
                 decided = True
             finally:
-                signal._listeners.pop(key, None)
+                signal._listeners.pop(scope, None)  # not bound if it had fired: no-op
     except Exception as exc:  # also a group left once the scope took its Cancelled
         raise FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
     except trio.Cancelled as exc:

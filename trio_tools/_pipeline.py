@@ -29,6 +29,7 @@ from ._derived import _Link
 from ._execution import (
     FinalizeContent,
     ToolDefinition,
+    ToolDispatchExecution,
     ToolExecution,
     ToolRunContext,
     _Run,
@@ -301,10 +302,19 @@ def resolve(run: _Run) -> tuple[Any, ToolResult | None]:
 
 async def around_execute(run: _Run, args: Any, wrappers: tuple[AroundWrapper, ...]) -> ToolResult:
     """The around-execute chain; its end is dispatch.  A raising wrapper is final."""
-    chain = AroundChain(wrappers, run, dispatch, args)
+    chain = AroundChain()  # no constructor of its own (see AroundChain)
+    chain.wrappers = wrappers
+    chain.run = run
+    # ``ToolDispatchExecution._create(run)`` without the metaclass call (per call).
+    view = chain.view = _new(ToolDispatchExecution)
+    view._run = run
+    chain.dispatch = dispatch
+    chain.args = args
+    chain.open = True
+    chain._called = False
     try:
         try:
-            value = await chain.start()
+            value = await wrappers[0](view, chain)
         finally:
             chain.open = False  # a call_next kept past the chain refuses to run
         # The exact type needs no call; anything else is checked.

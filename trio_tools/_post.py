@@ -14,9 +14,9 @@ import inspect
 
 import trio
 
-from ._chains import Chain, accepted
+from ._chains import ACCEPT, Chain, accepted
 from ._decisions import Accept, Block
-from ._execution import _Run
+from ._execution import ToolExecution, _Run
 from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult
 from ._results import (
@@ -37,12 +37,24 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
-        # The view made by an earlier stage, if any, without the method call.
-        chain = Chain(hooks, (run._execution or run.execution(), result), accepted)
+        # The call's view (made by an earlier stage, or here as the gate makes it): what
+        # `run.execution()` does, without the call.
+        execution = run._execution
+        if execution is None:
+            execution = run._execution = object.__new__(ToolExecution)
+            execution._run = run
+        chain = Chain()  # no constructor of its own (see Chain)
+        chain.hooks = hooks
+        chain.args = (execution, result)
+        chain.end = accepted
+        chain.open = True
+        chain._called = False
         try:
-            decision: object = await chain.start()
+            decision: object = await hooks[0](execution, result, chain)
         finally:
             chain.open = False
+        if decision is ACCEPT:  # the chain's end, passed on: keeps the result as it is
+            return result
         if not isinstance(decision, (Accept, Block)):  # a tuple: cheaper than a union
             raise TypeError(
                 f"post-execute chain returned {safe_repr(decision)}; expected Accept() or Block()"
