@@ -12,6 +12,7 @@ import inspect
 import types
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -187,3 +188,38 @@ def test_public_class_is_final(name: str) -> None:
 
 def test_subclassable_allow_list_only_names_public_classes() -> None:
     assert set() == SUBCLASSABLE - set(CLASSES)
+
+
+def _public_methods(cls: type) -> list[tuple[str, Any]]:
+    return [
+        (name, member)
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") and (inspect.isfunction(member) or inspect.ismethod(member))
+    ]
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_public_methods_show_only_public_parameters(name: str) -> None:
+    """``help()`` and ``inspect.signature`` of a public function or method show what a user
+    passes, and its own documentation: no private parameter of the library's (such as the
+    batch scheduler's hooks of ``execute``, whose code is the pipeline's entry itself)."""
+    for method_name, method in _public_methods(_value(name)):
+        signature = inspect.signature(method)
+        private = [p for p in signature.parameters if p.startswith("_")]
+        assert [] == private, f"{name}.{method_name}{signature}"
+        assert getattr(method, "__doc__", None), f"{name}.{method_name} has no docstring"
+
+
+def test_execute_is_documented_as_execute() -> None:
+    execute = trio_tools.ToolRegistry().execute
+
+    assert "(input: 'ToolExecutionInput') -> 'ToolResult'" == str(inspect.signature(execute))
+    assert "ToolRegistry.execute" == execute.__qualname__
+    assert (execute.__doc__ or "").startswith("Run one tool call through the pipeline")
+    assert inspect.iscoroutinefunction(execute)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_public_functions_show_only_public_parameters(name: str) -> None:
+    signature = inspect.signature(_value(name))
+    assert [] == [p for p in signature.parameters if p.startswith("_")], f"{name}{signature}"

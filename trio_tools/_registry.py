@@ -12,6 +12,8 @@ the pipeline (``_pipeline.py``): :meth:`ToolRegistry.execute` runs it.
 
 from __future__ import annotations
 
+import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, final, overload
 
@@ -56,6 +58,20 @@ ArgsT = TypeVar("ArgsT")
 
 # The timeout policy a registry that enforces timeouts applies innermost.
 _ENFORCED_TIMEOUTS = TimeoutPolicy()
+
+
+def as_method(entry: Callable[..., Any], method: Callable[..., Any]) -> Callable[..., Any]:
+    """``entry``'s code under ``method``'s name, documentation and signature: the method is
+    the function itself, with no coroutine layer of its own, and shows only its public
+    parameters (``help()``, ``inspect.signature``)."""
+    function = types.FunctionType(
+        entry.__code__, entry.__globals__, method.__name__, entry.__defaults__, entry.__closure__
+    )
+    function.__qualname__ = method.__qualname__
+    function.__module__ = method.__module__
+    function.__doc__ = method.__doc__
+    function.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return function
 
 
 @final
@@ -341,33 +357,33 @@ class ToolRegistry:
 
     # -- the pipeline --------------------------------------------------------------------
 
-    # ``execute`` is the pipeline's entry itself, not a method that awaits it: one
+    async def execute(self, input: ToolExecutionInput) -> ToolResult:
+        """Run one tool call through the pipeline and return its one frozen result.
+
+        The same result object is published to every result observer first.
+        Cancellation of ``input.signal`` never raises: it becomes ``ABORTED`` (the body
+        was invoked) or ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a
+        body that ignores its signal keeps this call pending.
+
+        Raises:
+            trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
+                result was published before re-raising.
+            BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
+                publication.
+        """
+        raise NotImplementedError  # pragma: no cover - replaced just below
+
+    # ``execute`` runs the pipeline's entry itself, not a method that awaits it: one
     # coroutine layer fewer on every call.  ``_execute`` is the same function, called by the
     # batch scheduler with its private per-call hooks.
     if TYPE_CHECKING:
-
-        async def execute(self, input: ToolExecutionInput) -> ToolResult:
-            """Run one tool call through the pipeline and return its one frozen result.
-
-            The same result object is published to every result observer first.
-            Cancellation of ``input.signal`` never raises: it becomes ``ABORTED`` (the body
-            was invoked) or ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a
-            body that ignores its signal keeps this call pending.
-
-            Raises:
-                trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
-                    result was published before re-raising.
-                BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
-                    publication.
-            """
-            ...
 
         async def _execute(self, input: CallInput, hooks: CallHooks | None) -> ToolResult:
             """:meth:`execute`, plus the batch scheduler's private hooks."""
             ...
 
     else:
-        execute = run_call
+        execute = as_method(run_call, execute)
         _execute = run_call
 
     def _report_synthetic(self, input: CallInput, result: ToolResult) -> None:
