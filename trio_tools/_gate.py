@@ -3,6 +3,8 @@
 It runs only when the call has a pre-execute hook, a guard, or a tool that may require
 approval; it either lets the call through to the around-execute chain or decides its
 result (a denial, or an abort before dispatch), which still goes on to post-execute.
+Guards alone (no hook, no approval) wait for nothing: :func:`guard` runs them without the
+gate's cancel scope or a coroutine.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -24,7 +26,7 @@ from ._outcomes import FinalResult, denied
 from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted
 from ._signal import _scope_reason
 from ._stages import Approver, Guard, Stages
-from ._util import safe_repr
+from ._util import cancelled_here, safe_repr
 
 _new = object.__new__
 
@@ -95,6 +97,28 @@ async def gate(run: _Run) -> ToolResult | None:
     if not decided or (outcome is None and signal._reason is not None):
         # Interrupted, or allowed only after the caller had cancelled: never dispatched.
         return aborted(body_invoked=False)
+    return outcome
+
+
+def guard(run: _Run) -> ToolResult | None:
+    """The gate of a call with guards and nothing that can wait: no pre-execute hook, and a
+    tool that never requires approval.  What :func:`gate` decides for it, without its
+    cancel scope: guards are synchronous, so no checkpoint could deliver the caller's
+    cancellation while they run, and the check afterwards sees it all the same.
+    """
+    try:
+        outcome = allowed_or_denied(run.execution(), ALLOW, run.stages.guards)
+    except Exception as exc:
+        raise FinalResult(exception_result(exc, PRE_EXECUTE_FAILED)) from None
+    except trio.Cancelled as exc:
+        # One raised by hand (a synchronous guard reaches no checkpoint): the gate's scope,
+        # cancelled if a guard fired the caller's signal, would have absorbed it unless an
+        # enclosing scope is cancelled too.
+        if run.caller_signal._reason is not None and not cancelled_here():
+            return aborted(body_invoked=False)
+        raise FinalResult(exception_result(stray_or_raise(exc), PRE_EXECUTE_FAILED)) from None
+    if outcome is None and run.caller_signal._reason is not None:
+        return aborted(body_invoked=False)  # allowed only after the caller had cancelled
     return outcome
 
 

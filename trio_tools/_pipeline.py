@@ -35,7 +35,7 @@ from ._execution import (
     _Run,
 )
 from ._failures import exception_result, stray_or_raise, wrapper_failure
-from ._gate import gate
+from ._gate import gate, guard
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
@@ -124,10 +124,11 @@ async def run_call(
         # Resolved whenever ``result`` is None (no run-time cast on this path).
         definition: Any = run.definition
         # 4. The gate: pre-execute chain, guards, approval, under the caller's signal.
-        if result is None and (
-            stages.pre or stages.guards or definition.requires_approval is not False
-        ):
-            result = await gate(run)
+        if result is None:
+            if stages.pre or definition.requires_approval is not False:
+                result = await gate(run)
+            elif stages.guards:  # guards alone wait for nothing: no scope, no coroutine
+                result = guard(run)
         # 5. The around-execute chain, ending in dispatch of the body.
         if result is None:
             wrappers = stages.around if definition.timeout is None else stages.around_timed
