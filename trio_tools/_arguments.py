@@ -255,7 +255,7 @@ def argument_parser(args: type[Any] | None) -> ArgumentParser:
     same violations, collected the same way.
     """
     if args is None:
-        return lambda arguments: (arguments, [])
+        return lambda arguments: parse_arguments(None, arguments)
     try:
         info: msgspec.inspect.Type | None = msgspec.inspect.type_info(args)
     except Exception:

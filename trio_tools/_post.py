@@ -16,7 +16,7 @@ import trio
 
 from ._chains import ACCEPT, Chain, accepted
 from ._decisions import Accept, Block
-from ._execution import ToolExecution, _Run
+from ._execution import _Run
 from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult
 from ._results import (
@@ -37,12 +37,8 @@ async def post_execute(run: _Run, result: ToolResult) -> ToolResult:
     """The post-execute chain: ``Accept`` amends the result, ``Block`` replaces it."""
     hooks: tuple[PostExecuteHook, ...] = run.stages.post
     try:
-        # The call's view (made by an earlier stage, or here as the gate makes it): what
-        # `run.execution()` does, without the call.
-        execution = run._execution
-        if execution is None:
-            execution = run._execution = object.__new__(ToolExecution)
-            execution._run = run
+        # The view made by an earlier stage, if any, without the method call.
+        execution = run._execution or run.execution()
         chain = Chain()  # no constructor of its own (see Chain)
         chain.hooks = hooks
         chain.args = (execution, result)
