@@ -101,13 +101,11 @@ def _sealed(items: Any, depth: int) -> FrozenDict:
 
 
 def _sealed_depth(value: object) -> int:
-    """The nesting depth of ``value`` (a :class:`FrozenDict`) if the library froze it
-    itself, else ``0``."""
+    """The depth of ``value`` (a :class:`FrozenDict`) if the library froze it, else ``0``."""
     try:
-        depth: int = _get_sealed(value)
+        return _get_sealed(value)  # type: ignore[no-any-return]  # the slot holds an int
     except AttributeError:  # the slot was never set: made by hand
         return 0
-    return depth
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -299,8 +297,7 @@ def thaw(value: object) -> object:
     try:
         return _thaw(value)
     except RecursionError:
-        # Each level costs two frames (the call and its comprehension's): a value near the
-        # limit, or a caller deep in the stack, may need more than Python allows.
+        # Two frames per level (the call, its comprehension): near the limit, too many.
         return _thaw_iteratively(value)
 
 
@@ -317,55 +314,28 @@ def _thaw(value: object) -> object:
 
 def _thaw_iteratively(root: object) -> object:
     """:func:`_thaw` without recursion, for values too deep for the stack."""
-    if _fresh(root) is None:
-        return root
-    # Each frame: the copy being filled (a list, or a dict taking the pairs' keys), and the
-    # (key, item) pairs still to copy into it.
-    stack: list[tuple[list[object] | dict[str, object], Iterator[tuple[Any, object]]]] = []
-    out: list[object] | dict[str, object] | None = None
-    value: object = root
-    key: Any = None  # of ``value`` in ``into``, when that is a dict
-    into: list[object] | dict[str, object] | None = None  # the copy ``value`` goes into
-    while True:
-        copy = _fresh(value)
-        if copy is None:
-            made: object = value
-        else:
-            made = copy
-            if len(stack) >= MAX_DEPTH:
-                raise RecursionError(f"value nested deeper than {MAX_DEPTH}")
-            pairs: Iterator[tuple[Any, object]] = (
-                iter(cast("dict[str, object]", value).items())
-                if type(copy) is dict
-                else ((None, item) for item in cast("tuple[object, ...]", value))
-            )
-            stack.append((copy, pairs))
-        if into is None:
-            out = copy
-        elif type(into) is dict:
-            into[key] = made
-        else:
-            cast("list[object]", into).append(made)
-        # The next item to copy, from the innermost copy that has one left.
-        while stack:
-            into, pairs = stack[-1]
-            step = next(pairs, None)
-            if step is not None:
-                key, value = step
+    top: list[object] = []
+    # Each frame: the copy being filled, whether it is a list, the (key, item) pairs left.
+    stack: list[tuple[Any, bool, Iterator[tuple[Any, object]]]] = [(top, True, iter([(0, root)]))]
+    while stack:
+        into, is_list, pairs = stack[-1]
+        for key, item in pairs:
+            kind = type(item)
+            is_array = kind is tuple or kind is list
+            made: Any = [] if is_array else {} if kind is FrozenDict or kind is dict else item
+            if is_list:
+                into.append(made)
+            else:
+                into[key] = made
+            if made is not item:  # a container: its items next
+                if len(stack) > MAX_DEPTH:
+                    raise RecursionError(f"value nested deeper than {MAX_DEPTH}")
+                items: Any = enumerate(cast("tuple[object, ...]", item)) if is_array else item
+                stack.append((made, is_array, iter(items if is_array else items.items())))
                 break
-            stack.pop()
         else:
-            return out
-
-
-def _fresh(value: object) -> list[object] | dict[str, object] | None:
-    """An empty copy of container ``value``, or ``None`` for a scalar."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return []
-    if kind is FrozenDict or kind is dict:
-        return {}
-    return None
+            stack.pop()
+    return top[0]
 
 
 # ---------------------------------------------------------------------------------------

@@ -195,13 +195,20 @@ async def run_call(
         _hooks.published = result
     if stages.instruments is not None:
         view = run._execution  # made at entry, the one every stage saw
-        if started is None:  # one instrument, no context manager: the usual case
-            try:
-                stages.instruments.finished(view, result)
-            except Exception:
-                stages.instruments.finish_failed()
-        else:
-            stages.instruments.finish(started, view, result)
+        try:
+            if started is None:  # one instrument, no context manager: the usual case
+                try:
+                    stages.instruments.finished(view, result)
+                except Exception:
+                    stages.instruments.finish_failed()
+            else:
+                stages.instruments.finish(started, view, result)
+        except BaseException:
+            # An instrument's KeyboardInterrupt: the observers still get the one result.
+            if stages.observers:
+                await publish(run, result)
+            run._execution = None
+            raise
     if stages.observers:
         await publish(run, result)
     # The call is over: drop the run's view, which refers back to the run, so that
@@ -229,11 +236,15 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     if hooks is not None:
         hooks.published = fallback
     stages: Stages = run.stages
-    if stages.instruments is not None and started is not _NOT_STARTED:
-        stages.instruments.finish(started, run.execution(), fallback)
-    if stages.observers:
-        await publish(run, fallback)
-    run._execution = None  # see the end of run_call
+    try:
+        if stages.instruments is not None and started is not _NOT_STARTED:
+            stages.instruments.finish(started, run.execution(), fallback)
+    finally:
+        # Also after an instrument's KeyboardInterrupt (which then replaces the exception
+        # the call was raising).
+        if stages.observers:
+            await publish(run, fallback)
+        run._execution = None  # see the end of run_call
 
 
 def report_synthetic(
