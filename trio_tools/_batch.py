@@ -1,26 +1,6 @@
-<<<<<<< Updated upstream
 """The state of one :func:`~trio_tools.run_tool_calls` (:class:`Batch`) and what its calls
 do with it: each call's input and hooks (:class:`BatchCall`), the call tasks, and the
 reports with which they advance the batch while its driver (``_driver.py``) is parked.
-=======
-"""The driver of a batch: the state of one :func:`~trio_tools.run_tool_calls` and the task
-that advances it.
-
-One *driver* (the body of the batch's nursery) makes every journal write, one step at a
-time: commit the next result in model order, else close the next unstarted call
-synthetically once the batch stops, else start the next call, else wait for something to
-change.  Each started call runs the registry's pipeline in its own task and only reports
-back (gate passed, slot freed, settled) through its :class:`~._batch_call.BatchCall`.  So starts,
-commits and journal writes happen in model order by construction, and the journal never
-sees two writes at once.
-
-Without a journal a commit is a counter and a start writes nothing, so while the driver is
-parked the reports stand in for it (see :meth:`Batch.changed`): the driver only starts
-the first call, closes a stopped batch and returns, and a batch of N calls costs no
-context switch into the driver per call.  The start decision still happens where the
-woken driver would have taken it (in the next call's own task, once the reporting task
-yielded), with the same checks.
->>>>>>> Stashed changes
 """
 
 # the package's modules share underscore helpers with each other:
@@ -33,17 +13,13 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable
+from typing import final
 
 import trio
 
-<<<<<<< Updated upstream
 from ._calls import ToolCall
 from ._input import ExecutionToken, ToolExecutionInput
 from ._json import JSONText
-=======
-from ._batch_call import BatchCall
-from ._calls import ToolCall
->>>>>>> Stashed changes
 from ._registry import ToolRegistry
 from ._results import ToolResult, aborted
 from ._signal import CancelReason, CancelSignal
@@ -58,7 +34,6 @@ def _not_driving(*_args: object, **_kwargs: object) -> None:
     raise AssertionError("calls start only once the driver runs")
 
 
-<<<<<<< Updated upstream
 @final
 class BatchCall:
     """Call ``index`` of a batch: the registry's input for it (``_stages.CallInput``) and
@@ -159,8 +134,6 @@ class BatchCall:
         return batch.in_flight + 1 >= batch.max_parallel
 
 
-=======
->>>>>>> Stashed changes
 class Batch:
     """The state of one :func:`run_tool_calls`; only the driver changes the counters."""
 
@@ -348,7 +321,6 @@ class Batch:
             except Exception as exc:  # a bug: an internal failure, as in the driver
                 self._fail(exc)
                 return
-<<<<<<< Updated upstream
         else:
             call = self.inputs[index]
             assert call is not None  # made by _classify
@@ -357,16 +329,6 @@ class Batch:
         try:
             result = await self.registry._execute(call, call)
             if type(result) is not ToolResult and not isinstance(result, ToolResult):
-=======
-        call = self.inputs[index]
-        assert call is not None  # made by _classify
-        self.inputs[index] = None  # the call holds it: freed when it returns
-        call._slot_held = mode == "parallel"
-        result: ToolResult | None = None
-        try:
-            result = await self.registry._execute(call, call)
-            if not isinstance(result, ToolResult):
->>>>>>> Stashed changes
                 raise TypeError(f"registry.execute() returned {result!r}, not a ToolResult")
         except Exception as exc:
             # The registry turns every tool and stage failure into a result: this is a bug,
@@ -382,11 +344,7 @@ class Batch:
             # Also when execute() raises (ambient cancellation, KeyboardInterrupt): the
             # call has settled either way.
             self.gate_passed[index] = True
-<<<<<<< Updated upstream
             if call.holds_slot:  # a call that never dispatched frees its slot now
-=======
-            if call._slot_held:  # a call that never dispatched frees its slot now
->>>>>>> Stashed changes
                 call.free_slot()
         if result is not None:
             record_settled = self.record_settled

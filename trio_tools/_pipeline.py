@@ -34,13 +34,8 @@ from ._execution import (
     ToolRunContext,
     _Run,
 )
-<<<<<<< Updated upstream
 from ._failures import exception_result, stray_or_raise, wrapper_failure
 from ._gate import gate, guard
-=======
-from ._failures import exception_result, stray_or_raise
-from ._gate import gate
->>>>>>> Stashed changes
 from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,

@@ -378,25 +378,6 @@ class ToolRegistry:
     # batch scheduler with its private per-call hooks.
     if TYPE_CHECKING:
 
-<<<<<<< Updated upstream
-=======
-        async def execute(self, input: ToolExecutionInput) -> ToolResult:
-            """Run one tool call through the pipeline and return its one frozen result.
-
-            The same result object is published to every result observer first.
-            Cancellation of ``input.signal`` never raises: it becomes ``ABORTED`` (the body
-            was invoked) or ``ABORTED_BEFORE_DISPATCH``.  Started work is always awaited: a
-            body that ignores its signal keeps this call pending.
-
-            Raises:
-                trio.Cancelled: an enclosing Trio scope (not the signal) was cancelled; the
-                    result was published before re-raising.
-                BaseException: ``KeyboardInterrupt`` and similar propagate likewise, after
-                    publication.
-            """
-            ...
-
->>>>>>> Stashed changes
         async def _execute(self, input: CallInput, hooks: CallHooks | None) -> ToolResult:
             """:meth:`execute`, plus the batch scheduler's private hooks."""
             ...

@@ -21,11 +21,7 @@ from typing import cast
 
 import trio
 
-<<<<<<< Updated upstream
 from ._batch import Batch
-=======
-from ._batch import Batch, _first_failure
->>>>>>> Stashed changes
 from ._calls import BatchOutcome, ToolCall
 from ._driver import drive, first_failure, record_call, record_result
 from ._registry import ToolRegistry

@@ -187,11 +187,7 @@ class Stage:
 class CallInput(Protocol):
     """What the pipeline reads of a call's input, once, at entry: a
     :class:`~trio_tools.ToolExecutionInput`, or the batch scheduler's own stand-in with the
-<<<<<<< Updated upstream
     same fields (``_batch.BatchCall``)."""
-=======
-    same fields (``_batch_call.BatchCall``)."""
->>>>>>> Stashed changes
 
     @property
     def call_id(self) -> str: ...
