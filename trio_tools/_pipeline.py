@@ -40,6 +40,7 @@ from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
     body_result,
+    cancelled_instead,
     failure_outcome,
     finish,
     not_json_result,
@@ -492,19 +493,3 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     if run.body_contexts:
         result = replace_result(result, additional_contexts=run.body_contexts)
     return result
-
-
-def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
-    """The ``ABORTED*`` result that replaces a non-error ``result`` once the caller's signal
-    has fired, keeping its contexts and halt.
-
-    The caller checks both conditions, right after ``checkpoint_if_cancelled()``: ambient
-    cancellation too overrides a success returned from under a cancelled enclosing scope (a
-    wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
-    ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
-    """
-    return aborted(
-        body_invoked=run.body_invoked,
-        additional_contexts=result.additional_contexts,
-        halt=result.halt,
-    )
