@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
-from helpers_registry import aborted_before_dispatch, denied, ok, unknown_tool
+from helpers_registry import aborted, aborted_before_dispatch, denied, ok, unknown_tool
 
 from trio_tools import (
     TOOL_ABORTED_BEFORE_DISPATCH,
@@ -46,7 +47,7 @@ class LoggingJournal:
     def __init__(self, log: Log) -> None:
         self.log = log
         self.delay: dict[tuple[str, str], float] = {}
-        self.fail: dict[tuple[str, str], Exception] = {}
+        self.fail: dict[tuple[str, str], BaseException] = {}
         self.active = 0
         self.most_active = 0
 
@@ -305,6 +306,35 @@ async def test_a_failing_settled_write_is_an_internal_failure() -> None:
         )
     assert failure is info.value
     assert [] == of(log, "result")
+
+
+class Interrupt(BaseException):
+    """A non-``Exception`` error, standing in for ``KeyboardInterrupt``."""
+
+
+async def test_an_interrupting_settled_write_still_commits_the_published_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The call's result was published (and handed to record_settled): closing the
+    # interrupted batch commits that real result, not a synthetic ABORTED.
+    log: Log = []
+    journal = LoggingJournal(log)
+    journal.fail[("settled", "c1")] = Interrupt()
+    registry = make_registry(log)
+    published: list[ToolResult] = []
+    registry.add_observer(lambda execution, result: published.append(result))
+    with pytest.raises(Interrupt):
+        await run_tool_calls(
+            registry,
+            [call("c1"), call("c2", sleep=5), call("c3", exclusive=True)],
+            signal=CancelSource().signal,
+            journal=journal,
+        )
+    assert [ok("c1 done"), aborted()] == published
+    committed = [entry[2] for entry in log if entry[0] == "result"]
+    synthetic = attrs.evolve(aborted_before_dispatch(), synthetic=True)
+    assert [ok("c1 done"), aborted(), synthetic] == committed
+    assert [("call", "c1"), ("call", "c2"), ("call", "c3")] == of(log, "call")
 
 
 async def test_a_signal_that_fires_during_the_dispatch_write_keeps_the_body_from_running(

@@ -356,6 +356,11 @@ class Batch:
                         await record_settled(self.calls[index], result)
                 except Exception as exc:
                     self._fail(exc)
+                except BaseException:
+                    # The write raised KeyboardInterrupt or similar: the call is published
+                    # (and maybe settled), and closing the batch commits that result.
+                    self.published[index] = result
+                    raise
             self.results[index] = result
             if result.halt is not None:
                 self.halted = True
