@@ -20,10 +20,13 @@ from helpers_registry import aborted, aborted_before_dispatch, denied, ok, unkno
 
 from trio_tools import (
     TOOL_ABORTED_BEFORE_DISPATCH,
+    Accept,
     CancelSource,
     Deny,
     DurableJournal,
+    Halt,
     MemoryJournal,
+    PostDecision,
     PreDecision,
     ToolCall,
     ToolDispatchExecution,
@@ -202,6 +205,48 @@ async def test_a_pre_aborted_batch_records_the_list_and_no_marker() -> None:
     assert ("batch", "*", ("c1", "c2")) == log[0]
     assert [] == of(log, "dispatch", "body")
     assert all(TOOL_ABORTED_BEFORE_DISPATCH == r.code for r in outcome.results)
+
+
+@pytest.mark.parametrize("stage", ["deny", "post-execute"])
+async def test_a_halt_stops_later_starts_while_its_result_is_being_settled(
+    autojump_clock: trio.testing.MockClock, stage: str
+) -> None:
+    # The halting call never passes its gate (a Deny, or INVALID_ARGS then a halting
+    # post-execute), so the next call may start only once it settled: by then its halt
+    # is known, even though the durable journal is still writing the result.
+    log: Log = []
+    journal = LoggingJournal(log)
+    journal.delay[("settled", "halt1")] = 5
+    registry = make_registry(log)
+    stop = Halt("stop")
+
+    async def deny(
+        exec: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]
+    ) -> PreDecision:
+        if exec.call_id == "halt1":
+            return Deny("no", halt=stop)
+        return await call_next()
+
+    async def post(
+        exec: ToolExecution, result: ToolResult, call_next: Callable[[], Awaitable[PostDecision]]
+    ) -> PostDecision:
+        if exec.call_id == "halt1":
+            return Accept(halt=stop)
+        return await call_next()
+
+    if stage == "deny":
+        registry.add_pre_execute(deny)
+        first = call("halt1")
+    else:
+        registry.add_post_execute(post)
+        first = call("halt1", sleep="not a number")  # INVALID_ARGS: no gate
+    outcome = await run_tool_calls(
+        registry, [first, call("c2")], signal=CancelSource().signal, journal=journal
+    )
+    assert stop == outcome.halt
+    assert attrs.evolve(aborted_before_dispatch(), synthetic=True) == outcome.results[1]
+    # The second call never started: recorded and closed synthetically, nothing else.
+    assert [("call", "c2"), ("result", "c2")] == [entry[:2] for entry in log if entry[1] == "c2"]
 
 
 async def test_results_settle_in_finish_order_and_commit_in_model_order(
