@@ -30,9 +30,9 @@ from helpers_registry import (
 from trio_tools import (
     AdditionalContext,
     Allow,
-    CancelSignal,
     ApprovalRequest,
     Ask,
+    CancelSignal,
     CancelSource,
     Halt,
     ImageBlock,
@@ -664,7 +664,8 @@ async def test_a_sync_tool_cancelled_while_waiting_for_a_thread_is_aborted_befor
     async def call(call_id: str, signal: CancelSignal, scope: trio.CancelScope) -> None:
         with scope:
             try:
-                outcomes[call_id] = await h.registry.execute(h.input(call_id=call_id, signal=signal))
+                call_input = h.input(call_id=call_id, signal=signal)
+                outcomes[call_id] = await h.registry.execute(call_input)
             except trio.Cancelled:
                 outcomes[call_id] = "raised Cancelled"
                 raise
