@@ -1304,9 +1304,8 @@ async def test_a_wrapper_may_bound_the_body_with_a_lexical_trio_scope(
     assert 0 == h.signal.statistics().listeners
 
 
-async def test_a_base_exception_from_finalize_content_propagates_after_publication(
-    h: Harness,
-) -> None:
+def _register_fatal_finalize(h: Harness) -> list[ToolResult]:
+    """Register the tool with a finalize_content that raises ``Fatal``; return what it saw."""
     calls: list[ToolResult] = []
 
     def finalize(execution: ToolExecution, result: ToolResult) -> None:
@@ -1314,9 +1313,87 @@ async def test_a_base_exception_from_finalize_content_propagates_after_publicati
         raise Fatal
 
     h.registry.register(define_tool(_done, name=TOOL, finalize_content=finalize))
+    return calls
+
+
+async def test_a_base_exception_from_finalize_content_propagates_after_publication(
+    h: Harness,
+) -> None:
+    calls = _register_fatal_finalize(h)
 
     with pytest.raises(Fatal):
         await h.registry.execute(h.input())
 
     assert [ok("done")] == calls
     assert [aborted()] == h.published
+
+
+async def test_a_base_exception_from_finalize_content_under_ambient_cancellation_still_publishes(
+    h: Harness,
+) -> None:
+    # The call is already on its way out (an enclosing scope was cancelled while a
+    # pre-execute hook waited) when finalize_content raises: the call still gets its one
+    # result, without finalize_content's say, published before that exception propagates.
+    calls = _register_fatal_finalize(h)
+    finished: list[ToolResult] = []
+
+    class Recorder:
+        def call_started(self, execution: ToolExecution) -> None:
+            pass
+
+        def call_finished(self, execution: ToolExecution, result: ToolResult) -> None:
+            finished.append(result)
+
+    async def waits(execution: ToolExecution, call_next: PreNext) -> PreDecision:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    h.registry.add_pre_execute(waits)
+    h.registry.add_instrument(Recorder())
+
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(Fatal) as raised:
+            await h.registry.execute(h.input())
+        assert isinstance(raised.value.__context__, trio.Cancelled)
+
+    assert [aborted_before_dispatch()] == calls
+    assert [aborted_before_dispatch()] == h.published
+    assert h.published == finished
+    assert 0 == h.signal.statistics().listeners
+
+
+async def test_a_base_exception_from_finalize_content_after_an_interrupt_still_publishes(
+    h: Harness,
+) -> None:
+    # A KeyboardInterrupt-like exception from a guard, then finalize_content raising too:
+    # one result published, and the later exception propagates (the first as its context).
+    calls = _register_fatal_finalize(h)
+
+    def interrupts(execution: ToolExecution) -> str | None:
+        raise KeyboardInterrupt
+
+    h.registry.add_guard(interrupts)
+
+    with pytest.raises(Fatal) as raised:
+        await h.registry.execute(h.input())
+
+    assert isinstance(raised.value.__context__, KeyboardInterrupt)
+    assert [aborted_before_dispatch()] == calls
+    assert [aborted_before_dispatch()] == h.published
+
+
+async def test_a_base_exception_from_finalize_content_keeps_the_entrys_decision_published(
+    h: Harness,
+) -> None:
+    # Arguments that are not JSON, an enclosing scope already cancelled: the NOT_JSON result
+    # decided at entry is published even though finalize_content raises on it.
+    calls = _register_fatal_finalize(h)
+
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(Fatal):
+            await h.registry.execute(h.input(arguments={"path": {1, 2}}))
+
+    assert [not_json_arguments()] == calls
+    assert [not_json_arguments()] == h.published

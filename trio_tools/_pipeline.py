@@ -215,6 +215,10 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     one result all the same: the result decided at entry or ``ABORTED*``, finished,
     reported to the hooks and instruments, and published."""
     fallback = run.decided
+    # What finalize_content raises past Exception (KeyboardInterrupt...): raised once the
+    # call's one result (without finalize_content's say) is published, like the finish
+    # step's own.
+    interrupt: BaseException | None = None
     if fallback is None:
         fallback = aborted(
             body_invoked=run.body_invoked, additional_contexts=run.body_contexts, halt=run.halt
@@ -222,9 +226,16 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
         # Made from the run's own halt, an error (so concluding nothing) without meta:
         # `finish` would return it as it is, unless finalize_content has its say.
         if finalize is not None:
-            fallback = finish(run, fallback, finalize)
+            try:
+                fallback = finish(run, fallback, finalize)
+            except BaseException as exc:
+                interrupt = exc
     else:
-        fallback = finish(run, fallback, finalize)
+        try:
+            fallback = finish(run, fallback, finalize)
+        except BaseException as exc:
+            interrupt = exc
+            fallback = finish(run, fallback, None)
     hooks: CallHooks | None = run.hooks
     if hooks is not None:
         hooks.published = fallback
@@ -234,6 +245,10 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     if stages.observers:
         await publish(run, fallback)
     run._execution = None  # see the end of run_call
+    if interrupt is not None:
+        # Raised from a temporary pair while the local is cleared (see dispatch): this
+        # frame, in the traceback, must not keep the exception.
+        raise (interrupt, interrupt := None)[0]
 
 
 def report_synthetic(
