@@ -12,17 +12,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
-from helpers_registry import aborted_before_dispatch, denied, ok, unknown_tool
+from helpers_registry import aborted, aborted_before_dispatch, denied, ok, unknown_tool
 
 from trio_tools import (
     TOOL_ABORTED_BEFORE_DISPATCH,
+    Accept,
     CancelSource,
     Deny,
     DurableJournal,
+    Halt,
     MemoryJournal,
+    PostDecision,
     PreDecision,
     ToolCall,
     ToolDispatchExecution,
@@ -46,7 +50,7 @@ class LoggingJournal:
     def __init__(self, log: Log) -> None:
         self.log = log
         self.delay: dict[tuple[str, str], float] = {}
-        self.fail: dict[tuple[str, str], Exception] = {}
+        self.fail: dict[tuple[str, str], BaseException] = {}
         self.active = 0
         self.most_active = 0
 
@@ -203,6 +207,48 @@ async def test_a_pre_aborted_batch_records_the_list_and_no_marker() -> None:
     assert all(TOOL_ABORTED_BEFORE_DISPATCH == r.code for r in outcome.results)
 
 
+@pytest.mark.parametrize("stage", ["deny", "post-execute"])
+async def test_a_halt_stops_later_starts_while_its_result_is_being_settled(
+    autojump_clock: trio.testing.MockClock, stage: str
+) -> None:
+    # The halting call never passes its gate (a Deny, or INVALID_ARGS then a halting
+    # post-execute), so the next call may start only once it settled: by then its halt
+    # is known, even though the durable journal is still writing the result.
+    log: Log = []
+    journal = LoggingJournal(log)
+    journal.delay[("settled", "halt1")] = 5
+    registry = make_registry(log)
+    stop = Halt("stop")
+
+    async def deny(
+        exec: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]
+    ) -> PreDecision:
+        if exec.call_id == "halt1":
+            return Deny("no", halt=stop)
+        return await call_next()
+
+    async def post(
+        exec: ToolExecution, result: ToolResult, call_next: Callable[[], Awaitable[PostDecision]]
+    ) -> PostDecision:
+        if exec.call_id == "halt1":
+            return Accept(halt=stop)
+        return await call_next()
+
+    if stage == "deny":
+        registry.add_pre_execute(deny)
+        first = call("halt1")
+    else:
+        registry.add_post_execute(post)
+        first = call("halt1", sleep="not a number")  # INVALID_ARGS: no gate
+    outcome = await run_tool_calls(
+        registry, [first, call("c2")], signal=CancelSource().signal, journal=journal
+    )
+    assert stop == outcome.halt
+    assert attrs.evolve(aborted_before_dispatch(), synthetic=True) == outcome.results[1]
+    # The second call never started: recorded and closed synthetically, nothing else.
+    assert [("call", "c2"), ("result", "c2")] == [entry[:2] for entry in log if entry[1] == "c2"]
+
+
 async def test_results_settle_in_finish_order_and_commit_in_model_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -305,6 +351,35 @@ async def test_a_failing_settled_write_is_an_internal_failure() -> None:
         )
     assert failure is info.value
     assert [] == of(log, "result")
+
+
+class Interrupt(BaseException):
+    """A non-``Exception`` error, standing in for ``KeyboardInterrupt``."""
+
+
+async def test_an_interrupting_settled_write_still_commits_the_published_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The call's result was published (and handed to record_settled): closing the
+    # interrupted batch commits that real result, not a synthetic ABORTED.
+    log: Log = []
+    journal = LoggingJournal(log)
+    journal.fail[("settled", "c1")] = Interrupt()
+    registry = make_registry(log)
+    published: list[ToolResult] = []
+    registry.add_observer(lambda execution, result: published.append(result))
+    with pytest.raises(Interrupt):
+        await run_tool_calls(
+            registry,
+            [call("c1"), call("c2", sleep=5), call("c3", exclusive=True)],
+            signal=CancelSource().signal,
+            journal=journal,
+        )
+    assert [ok("c1 done"), aborted()] == published
+    committed = [entry[2] for entry in log if entry[0] == "result"]
+    synthetic = attrs.evolve(aborted_before_dispatch(), synthetic=True)
+    assert [ok("c1 done"), aborted(), synthetic] == committed
+    assert [("call", "c1"), ("call", "c2"), ("call", "c3")] == of(log, "call")
 
 
 async def test_a_signal_that_fires_during_the_dispatch_write_keeps_the_body_from_running(

@@ -347,6 +347,10 @@ class Batch:
             if call.holds_slot:  # a call that never dispatched frees its slot now
                 call.free_slot()
         if result is not None:
+            if result.halt is not None:
+                # Known from now on, not only once the result is written: nothing may start
+                # while a durable journal settles it.
+                self.halted = True
             record_settled = self.record_settled
             if record_settled is not None:
                 self.changed()  # the gate and the slot, while the result is written
@@ -356,9 +360,12 @@ class Batch:
                         await record_settled(self.calls[index], result)
                 except Exception as exc:
                     self._fail(exc)
+                except BaseException:
+                    # The write raised KeyboardInterrupt or similar: the call is published
+                    # (and maybe settled), and closing the batch commits that result.
+                    self.published[index] = result
+                    raise
             self.results[index] = result
-            if result.halt is not None:
-                self.halted = True
         self.changed()
 
     # -- what the driver and the call tasks share -----------------------------------
