@@ -472,7 +472,8 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
-        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        # (Not invoked after all: a sync body cancelled while waiting for its thread.)
+        result = aborted(body_invoked=run.body_invoked, additional_contexts=run.body_contexts)
         return result if type(link) is not _Narrowing else link.result(result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
