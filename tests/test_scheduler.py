@@ -956,15 +956,6 @@ async def test_assert_balanced_accepts_balanced_journals() -> None:
     journal.assert_balanced()
 
 
-async def test_assert_balanced_accepts_a_result_recorded_with_an_equal_call() -> None:
-    # ToolCall is a value: a result recorded with an equal call (rebuilt from the model's
-    # message, or read back from its wire form) belongs to that call.
-    journal = MemoryJournal()
-    await record(journal, ("call", A), ("result", ToolCall("a", "read", "{}")))
-    await record(journal, ("call", B), ("result", ToolCall.from_dict(B.to_dict())))
-    journal.assert_balanced()
-
-
 async def test_memory_journal_writes_are_not_interrupted_by_cancellation() -> None:
     journal = MemoryJournal()
     with trio.CancelScope() as scope:

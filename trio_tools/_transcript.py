@@ -128,7 +128,7 @@ class MemoryJournal:
 
         Balanced means: every call is recorded once and has exactly one result, recorded
         after it; every result belongs to the call it follows (the same :class:`ToolCall`
-        object, or an equal one: identity first, so arguments that do not equal themselves,
+        object: calls are compared by identity, so arguments that do not equal themselves,
         like a NaN, are fine); and results come in the order of their calls (model order).
         Calls are told apart by ``call_id`` while they are open; once a call has its
         result, a later call may reuse its id (local model servers number ``call_0`` in
@@ -158,7 +158,7 @@ class MemoryJournal:
                     fail(f"call {call_id!r} has more than one result")
                 fail(f"result for call {call_id!r} without a call")
             position, call = open_calls[call_id]
-            if call is not event.call and call != event.call:
+            if call is not event.call:
                 fail(f"result for call {call_id!r} carries {event.call!r}, not {call!r}")
             if position > answered:
                 fail(
