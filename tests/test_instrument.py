@@ -349,6 +349,57 @@ async def test_a_raising_instrument_is_logged_and_changes_no_result(
     assert [f"{where}"] == [str(record.exc_info[1]) for record in caplog.records if record.exc_info]
 
 
+class Interrupt(BaseException):
+    """Stands in for a ``KeyboardInterrupt`` landing in an instrument."""
+
+
+class Interrupting:
+    """An instrument whose ``call_finished`` raises :class:`Interrupt`; with ``value``,
+    after making ``CURRENT`` hold it for the call, as ``Recorder`` does."""
+
+    def __init__(self, value: str | None = None) -> None:
+        self.value = value
+
+    def call_started(self, exec: ToolExecution) -> AbstractContextManager[object] | None:
+        return None if self.value is None else Recorder("", [])._current(self.value)
+
+    def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
+        raise Interrupt
+
+
+@pytest.mark.parametrize("ambient", [False, True], ids=["returning", "ambient_cancellation"])
+@pytest.mark.parametrize(
+    ("manager", "alone"),
+    [(False, True), (True, True), (False, False), (True, False)],
+    ids=["alone", "alone_with_context", "beside_another", "beside_another_with_context"],
+)
+async def test_an_interrupt_in_an_instrument_still_publishes_and_finishes_the_others(
+    manager: bool, alone: bool, ambient: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A ``BaseException`` from ``call_finished`` propagates only once every instrument
+    finished (contexts reset) and every observer saw the one result."""
+    harness = Harness()
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        if ambient:
+            await trio.sleep_forever()
+        return "done"
+
+    harness.registry.tool(body, name=TOOL)
+    rec = None if alone else recorder(harness, value="outer")
+    harness.registry.add_instrument(Interrupting("inner" if manager else None))
+    expected = aborted() if ambient else ok("done")
+
+    with pytest.raises(Interrupt), trio.move_on_after(1):
+        await harness.registry.execute(harness.input())
+
+    assert [expected] == harness.published
+    if rec is not None:
+        assert [expected] == [result for _, result in rec.finished]
+        assert ("rec", "reset") == rec.log[-1]
+    assert "caller" == CURRENT.get()
+
+
 async def test_registration_removes_the_instrument() -> None:
     harness = Harness()
     harness.registry.tool(echo, name=TOOL)

@@ -19,7 +19,16 @@ from hypothesis import strategies as st
 from strategies import json_values
 
 from trio_tools import ToolOutput, ToolRunContext, define_tool
-from trio_tools._json import MAX_DEPTH, FrozenDict, NotJSONError, freeze, thaw, to_compact_json
+from trio_tools._json import (
+    MAX_DEPTH,
+    FrozenDict,
+    NotJSONError,
+    _thaw,
+    _thaw_iteratively,
+    freeze,
+    thaw,
+    to_compact_json,
+)
 
 DEEP = 100_000
 
@@ -341,12 +350,78 @@ def test_nesting_up_to_max_depth_is_accepted() -> None:
 
 
 @pytest.mark.parametrize("nested", [nested_lists, nested_dicts], ids=["lists", "dicts"])
+def test_every_accepted_depth_thaws_and_encodes(nested: Any) -> None:
+    """What freeze accepts, thaw and the encoder take back, down to the limit."""
+    value = nested(MAX_DEPTH)
+    frozen = freeze(value)
+
+    assert value == thaw(frozen)
+    assert json.dumps(value, separators=(",", ":")) == to_compact_json(frozen)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values)
+def test_thawing_without_recursion_gives_the_same_copy(value: object) -> None:
+    frozen = freeze(value)
+
+    assert _thaw(frozen) == _thaw_iteratively(frozen)
+
+
+def test_thaw_refuses_a_cycle_with_recursion_error() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+
+    with pytest.raises(RecursionError):
+        thaw(cyclic)
+
+
+@pytest.mark.parametrize("nested", [nested_lists, nested_dicts], ids=["lists", "dicts"])
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, DEEP])
 def test_deeper_nesting_is_rejected_without_recursion_error(nested: Any, depth: int) -> None:
     value = nested(depth)
 
     with pytest.raises(NotJSONError, match="deeper"):
         freeze(value)
+
+
+def around(value: object, levels: int, *, lists: bool) -> object:
+    """``value`` inside ``levels`` more lists (or objects)."""
+    for _ in range(levels):
+        value = [value] if lists else {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("lists", [True, False], ids=["in lists", "in objects"])
+@pytest.mark.parametrize("inner", [1, 2, MAX_DEPTH - 1, MAX_DEPTH])
+def test_a_frozen_object_taken_as_it_is_still_counts_its_depth(lists: bool, inner: int) -> None:
+    """No value put together from frozen pieces nests deeper than the limit: a deeper one
+    could not be compared, hashed or encoded."""
+    piece = freeze(nested_dicts(inner))
+    levels = MAX_DEPTH - inner  # the most levels around it that stay within the limit
+
+    frozen = freeze(around(piece, levels, lists=lists))
+
+    hash(frozen)
+    assert around(nested_dicts(inner), levels, lists=lists) == thaw(frozen)
+    with pytest.raises(NotJSONError, match="deeper"):
+        freeze(around(piece, levels + 1, lists=lists))
+    with pytest.raises(NotJSONError, match="deeper"):
+        freeze(around(frozen, 1, lists=lists))
+
+
+async def test_frozen_pieces_deeper_together_are_not_json_through_execute() -> None:
+    """Arguments and results built around frozen values (a tool's own arguments, say) are
+    held to the limit like any other."""
+    h = Harness()
+    piece = freeze(nested_dicts(MAX_DEPTH))
+
+    async def body(args: object, ctx: ToolRunContext) -> object:
+        return [args]
+
+    h.registry.register(define_tool(body, name=TOOL))
+
+    assert too_deep("execution arguments") == await h.execute(arguments=[piece])
+    assert too_deep("result") == await h.execute(arguments=piece)
 
 
 async def test_deep_arguments_are_not_json_through_execute() -> None:

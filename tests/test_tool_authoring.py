@@ -16,13 +16,23 @@ import msgspec
 import pytest
 import trio
 import trio.testing
-from helpers_registry import TOOL, Harness, PreNext, aborted, denied, error, ok
+from helpers_registry import (
+    TOOL,
+    Harness,
+    PreNext,
+    aborted,
+    aborted_before_dispatch,
+    denied,
+    error,
+    ok,
+)
 
 from trio_tools import (
     AdditionalContext,
     Allow,
     ApprovalRequest,
     Ask,
+    CancelSignal,
     CancelSource,
     Halt,
     ImageBlock,
@@ -627,6 +637,59 @@ async def test_a_sync_tool_that_never_checks_keeps_the_call_pending_until_it_ret
     # It returned after the signal fired: the body ran, so side effects were possible.
     assert aborted() == pending.result
     assert gate.returned
+
+
+@pytest.mark.parametrize("cancel", ["signal", "ambient"])
+async def test_a_sync_tool_cancelled_while_waiting_for_a_thread_is_aborted_before_dispatch(
+    cancel: str,
+) -> None:
+    """Waiting for the thread limiter is not running the body: cancelled there (by its
+    signal or by an enclosing scope), the body never ran, so no side effect was possible."""
+    limiter = trio.CapacityLimiter(1)
+    h = Harness(ToolRegistry(thread_limiter=limiter))
+    gate = ThreadGate()
+    entered: list[str] = []
+
+    @h.registry.tool(name=TOOL)
+    def body(*, ctx: ToolRunContext) -> str:
+        entered.append(ctx.call_id)
+        if ctx.call_id == "holder":
+            gate.enter()
+        return "ran"
+
+    waiting = CancelSource()
+    scope = trio.CancelScope()
+    outcomes: dict[str, object] = {}
+
+    async def call(call_id: str, signal: CancelSignal, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                call_input = h.input(call_id=call_id, signal=signal)
+                outcomes[call_id] = await h.registry.execute(call_input)
+            except trio.Cancelled:
+                outcomes[call_id] = "raised Cancelled"
+                raise
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, "holder", h.signal, trio.CancelScope())
+        await gate.entered.wait()  # the holder's thread has the limiter's only token
+        try:
+            nursery.start_soon(call, "waiting", waiting.signal, scope)
+            await trio.testing.wait_all_tasks_blocked()
+            assert 1 == limiter.statistics().tasks_waiting
+            if cancel == "signal":
+                waiting.cancel("stop")
+            else:
+                scope.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert [aborted_before_dispatch()] == h.published
+        finally:
+            gate.go.set()  # never leave the holder's thread waiting
+
+    assert ["holder"] == entered
+    assert [aborted_before_dispatch(), ok("ran")] == h.published
+    expected = aborted_before_dispatch() if cancel == "signal" else "raised Cancelled"
+    assert {"holder": ok("ran"), "waiting": expected} == outcomes
 
 
 async def test_the_thread_limiter_bounds_concurrent_sync_tools_in_a_batch() -> None:

@@ -20,7 +20,7 @@ from trio_tools import (
     ToolCall,
     ToolResult,
 )
-from trio_tools._json import FrozenDict, to_compact_json
+from trio_tools._json import MAX_DEPTH, FrozenDict, freeze, to_compact_json
 from trio_tools._results import aborted
 
 PLAIN_JSON = (dict, list, str, int, float, bool, type(None))
@@ -124,6 +124,19 @@ def test_synthetic_abort_round_trips() -> None:
     assert result == back
     assert back.synthetic
     assert TOOL_ABORTED_BEFORE_DISPATCH == back.code
+
+
+def test_a_result_with_meta_nested_to_the_limit_round_trips() -> None:
+    """Meta nested as deep as the registry accepts (512 levels) has a wire form too."""
+    meta: Any = 1
+    for level in range(MAX_DEPTH):
+        meta = [meta, level] if level % 2 else {"k": meta}
+    result = ToolResult(content=(TextBlock("x"),), meta=freeze(meta))  # as the registry
+
+    data = result.to_dict()
+
+    assert_plain_json(data)
+    assert result == ToolResult.from_dict(data)
 
 
 def test_meta_comes_back_frozen() -> None:

@@ -123,9 +123,12 @@ async def in_worker_thread(run: Any, args: Any, ctx: Any) -> object:
     a worker thread of the call's thread limiter: its value, or what it raised, raised here.
 
     Never abandoned: the call stays pending until the thread returns (it sees cancellation
-    through ``ctx.check_cancelled()``).
+    through ``ctx.check_cancelled()``).  The body counts as invoked only once its thread
+    calls it: cancelled while waiting for the limiter, it never ran
+    (``ABORTED_BEFORE_DISPATCH``).
     """
     definition = run.definition
+    run.body_invoked = False  # set by the worker thread, right before it calls the body
     outcome = await trio.to_thread.run_sync(
         run_sync_body,
         definition._call,
@@ -155,6 +158,9 @@ def run_sync_body(call: Callable[[Any, Any], object], name: str, args: Any, ctx:
     exception's traceback holds) that only the cyclic garbage collector would free.
     """
     try:
+        # Trio waits for this thread before the call goes on: no task reads the flag while
+        # it is written.
+        ctx._run.body_invoked = True
         value = call(args, ctx)
         if inspect.isawaitable(value):
             close = getattr(value, "close", None)

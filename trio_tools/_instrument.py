@@ -40,7 +40,9 @@ class Instrument(Protocol):
     registered is outermost).  Both methods are synchronous: they cannot wait, and so can
     never be interrupted.  An exception from either method, or from the context manager, is
     logged and changes nothing: the call and its result are the same as without the
-    instrument.
+    instrument.  A ``KeyboardInterrupt`` (or other ``BaseException``) from
+    ``call_finished`` propagates out of ``execute`` only once the other instruments finished
+    and the result observers saw the result.
     """
 
     def call_started(self, exec: ToolExecution) -> AbstractContextManager[object] | None:
@@ -83,17 +85,20 @@ def _start(instrument: Instrument, execution: ToolExecution) -> _Entry:
 def _finish(
     instrument: Instrument, entry: _Entry, execution: ToolExecution, result: ToolResult
 ) -> None:
+    """Finish one instrument: its context manager is exited even when ``call_finished``
+    raised a ``BaseException`` (which then propagates)."""
     if entry is False:
         return
     try:
         instrument.call_finished(execution, result)
     except Exception:
         logger.exception("instrument %r raised in call_finished", instrument)
-    if entry is not None:
-        try:
-            entry.__exit__(None, None, None)
-        except Exception:
-            logger.exception("the context manager of instrument %r raised", instrument)
+    finally:
+        if entry is not None:
+            try:
+                entry.__exit__(None, None, None)
+            except Exception:
+                logger.exception("the context manager of instrument %r raised", instrument)
 
 
 class Instruments:
@@ -143,12 +148,26 @@ class Instruments:
 
     def finish(self, state: object, execution: ToolExecution, result: ToolResult) -> None:
         """``call_finished`` of each started instrument in reverse order, each followed by
-        the exit of its context manager; for any state."""
+        the exit of its context manager; for any state.
+
+        A ``KeyboardInterrupt`` or other ``BaseException`` from one instrument does not
+        stop the others from finishing: the first one is re-raised once they all have.
+        """
         one = self._one
         if one is None:
             entries = cast("list[_Entry]", state)
+            fatal: BaseException | None = None
             for instrument, entry in zip(reversed(self._all), reversed(entries), strict=True):
-                _finish(instrument, entry, execution, result)
+                try:
+                    _finish(instrument, entry, execution, result)
+                except BaseException as exc:
+                    if fatal is None:
+                        fatal = exc
+            if fatal is not None:
+                try:
+                    raise fatal
+                finally:
+                    del fatal  # this frame is in its traceback: hold none of it
         else:
             _finish(one, cast(_Entry, state), execution, result)
 

@@ -56,7 +56,8 @@ class FrozenDict(dict[str, Any]):
     """
 
     # ``_sealed`` is set only on the mappings the library froze itself (see _sealed()):
-    # only those may skip validation.
+    # only those may skip validation.  It holds the mapping's nesting depth (``1``: no
+    # container inside), so that reusing one inside another value still counts its depth.
     __slots__ = ("_hash", "_sealed")
 
     # Hidden from the type checkers, which know ``dict`` as unhashable and mutable: to them
@@ -91,23 +92,24 @@ _set_sealed = FrozenDict.__dict__["_sealed"].__set__
 _get_sealed = FrozenDict.__dict__["_sealed"].__get__
 
 
-def _sealed(items: Any) -> FrozenDict:
-    """A :class:`FrozenDict` of already-frozen items, marked as made by the library."""
+def _sealed(items: Any, depth: int) -> FrozenDict:
+    """A :class:`FrozenDict` of already-frozen items nesting ``depth`` deep, marked as made
+    by the library."""
     frozen = FrozenDict(items)
-    _set_sealed(frozen, True)
+    _set_sealed(frozen, depth)
     return frozen
 
 
-def _is_sealed(value: object) -> bool:
-    """Whether ``value`` (a :class:`FrozenDict`) was frozen by the library itself."""
+def _sealed_depth(value: object) -> int:
+    """The depth of ``value`` (a :class:`FrozenDict`) if the library froze it, else ``0``."""
     try:
-        return _get_sealed(value) is True
+        return _get_sealed(value)  # type: ignore[no-any-return]  # the slot holds an int
     except AttributeError:  # the slot was never set: made by hand
-        return False
+        return 0
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
-_EMPTY_OBJECT = _sealed(())
+_EMPTY_OBJECT = _sealed((), 1)
 _ARRAYS = (list, tuple)
 
 
@@ -124,7 +126,7 @@ def freeze(value: object) -> object:
     """
     kind = type(value)
     if kind is FrozenDict:
-        if _is_sealed(value):
+        if _sealed_depth(value):
             return value
         kind = dict  # made by hand: it may hold anything, so check it like a dict
     # A dict first: every tool call's arguments are one.
@@ -140,7 +142,7 @@ def freeze(value: object) -> object:
             if type(key) is not str or type(item) not in _SCALARS:
                 return _freeze_container(value)
         frozen = FrozenDict(mapping)
-        _set_sealed(frozen, True)
+        _set_sealed(frozen, 1)  # its depth: no container inside
         return frozen
     if kind in _SCALARS:
         return value
@@ -155,8 +157,10 @@ def freeze(value: object) -> object:
 
 def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> object:
     # Each frame: [the original container, its item iterator, the frozen items so far, whether
-    # it is an object, the key of the child being frozen].  Post-order: a container is built
-    # once all of its children are frozen.
+    # it is an object, the key of the child being frozen, the depth of its deepest container
+    # child so far].  Post-order: a container is built once all of its children are frozen.
+    # A frozen mapping reused as it is counts with the depth it was sealed with: the limit
+    # holds for the whole value, however it was put together.
     stack: list[list[Any]] = []
     on_path: set[int] = set()
 
@@ -169,7 +173,7 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
         if items is None:
             items = iter(cast("dict[str, Any]", container).items() if is_object else container)
         on_path.add(id(container))
-        stack.append([container, items, [], is_object, None])
+        stack.append([container, items, [], is_object, None, 0])
 
     push(root, root_items)
     while True:
@@ -188,8 +192,13 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
             else:
                 key, child = None, item
             kind: type[object] = type(child)
-            if kind in _SCALARS or (kind is FrozenDict and _is_sealed(child)):
+            if kind in _SCALARS:
                 pass
+            elif kind is FrozenDict and (depth := _sealed_depth(child)):
+                if len(stack) + depth > MAX_DEPTH:
+                    raise NestingTooDeepError
+                if depth > frame[5]:
+                    frame[5] = depth
             elif kind is float:
                 if not math.isfinite(cast(float, child)):
                     _reject(f"non-finite float {child!r}")
@@ -205,11 +214,14 @@ def _freeze_container(root: object, root_items: Iterator[Any] | None = None) -> 
             continue
         stack.pop()
         on_path.discard(id(frame[0]))
-        built: object = _sealed(out) if is_object else tuple(out)
+        depth = frame[5] + 1
+        built: object = _sealed(out, depth) if is_object else tuple(out)
         if not stack:
             return built
         parent = stack[-1]
         parent[2].append((parent[4], built) if parent[3] else built)
+        if depth > parent[5]:
+            parent[5] = depth
 
 
 # What ``json.dumps(value, separators=(",", ":"), allow_nan=False)`` builds per call, once.
@@ -278,17 +290,52 @@ def _encode(value: object, out: list[str]) -> None:
 def thaw(value: object) -> object:
     """The plain-JSON form of a frozen value: tuples as ``list``, objects as ``dict``.
 
-    Always a fresh copy of the containers, so the caller may mutate it.  The depth of a
-    frozen value is bounded by :data:`MAX_DEPTH`, so the recursion is safe.
+    Always a fresh copy of the containers, so the caller may mutate it.  Every value
+    :func:`freeze` accepts is thawed, down to :data:`MAX_DEPTH`; anything deeper (or a
+    cycle) raises ``RecursionError``.
     """
+    try:
+        return _thaw(value)
+    except RecursionError:
+        # Two frames per level (the call, its comprehension): near the limit, too many.
+        return _thaw_iteratively(value)
+
+
+def _thaw(value: object) -> object:
     kind = type(value)
     if kind is tuple or kind is list:
-        return [thaw(item) for item in cast("tuple[object, ...]", value)]
+        return [_thaw(item) for item in cast("tuple[object, ...]", value)]
     if kind is FrozenDict or kind is dict:
         if not value:  # `{}`: the arguments of most calls
             return {}
-        return {key: thaw(item) for key, item in cast("dict[str, object]", value).items()}
+        return {key: _thaw(item) for key, item in cast("dict[str, object]", value).items()}
     return value
+
+
+def _thaw_iteratively(root: object) -> object:
+    """:func:`_thaw` without recursion, for values too deep for the stack."""
+    top: list[object] = []
+    # Each frame: the copy being filled, whether it is a list, the (key, item) pairs left.
+    stack: list[tuple[Any, bool, Iterator[tuple[Any, object]]]] = [(top, True, iter([(0, root)]))]
+    while stack:
+        into, is_list, pairs = stack[-1]
+        for key, item in pairs:
+            kind = type(item)
+            is_array = kind is tuple or kind is list
+            made: Any = [] if is_array else {} if kind is FrozenDict or kind is dict else item
+            if is_list:
+                into.append(made)
+            else:
+                into[key] = made
+            if made is not item:  # a container: its items next
+                if len(stack) > MAX_DEPTH:
+                    raise RecursionError(f"value nested deeper than {MAX_DEPTH}")
+                items: Any = enumerate(cast("tuple[object, ...]", item)) if is_array else item
+                stack.append((made, is_array, iter(items if is_array else items.items())))
+                break
+        else:
+            stack.pop()
+    return top[0]
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Small pure helpers of the pipeline: a body's return value or failure as a result, the
 registry's own denials and not-JSON errors, the entry's materialisation of the arguments,
-and the rule that the body's deferred contexts always survive.
+the rule that the body's deferred contexts always survive, and the ``ABORTED*`` result that
+replaces a success once the caller's signal has fired.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -32,6 +33,7 @@ from ._results import (
     ToolOutput,
     ToolResult,
     _content,
+    aborted,
     error_result,
     make_result,
     replace_result,
@@ -165,6 +167,22 @@ def failure_outcome(failure: BaseException, contexts: tuple[AdditionalContext, .
     finally:
         # This frame is in the traceback of what it raises: hold none of it.
         del failure, failures, others
+
+
+def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
+    """The ``ABORTED*`` result that replaces a non-error ``result`` once the caller's signal
+    has fired, keeping its contexts and halt.
+
+    The caller checks both conditions, right after ``checkpoint_if_cancelled()``: ambient
+    cancellation too overrides a success returned from under a cancelled enclosing scope (a
+    wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
+    ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
+    """
+    return aborted(
+        body_invoked=run.body_invoked,
+        additional_contexts=result.additional_contexts,
+        halt=result.halt,
+    )
 
 
 def finish(run: _Run, result: ToolResult, finalize: FinalizeContent | None) -> ToolResult:

@@ -40,6 +40,7 @@ from ._json import JSONText, NotJSONError, freeze
 from ._outcomes import (
     FinalResult,
     body_result,
+    cancelled_instead,
     failure_outcome,
     finish,
     not_json_result,
@@ -195,13 +196,20 @@ async def run_call(
         _hooks.published = result
     if stages.instruments is not None:
         view = run._execution  # made at entry, the one every stage saw
-        if started is None:  # one instrument, no context manager: the usual case
-            try:
-                stages.instruments.finished(view, result)
-            except Exception:
-                stages.instruments.finish_failed()
-        else:
-            stages.instruments.finish(started, view, result)
+        try:
+            if started is None:  # one instrument, no context manager: the usual case
+                try:
+                    stages.instruments.finished(view, result)
+                except Exception:
+                    stages.instruments.finish_failed()
+            else:
+                stages.instruments.finish(started, view, result)
+        except BaseException:
+            # An instrument's KeyboardInterrupt: the observers still get the one result.
+            if stages.observers:
+                await publish(run, result)
+            run._execution = None
+            raise
     if stages.observers:
         await publish(run, result)
     # The call is over: drop the run's view, which refers back to the run, so that
@@ -240,11 +248,15 @@ async def abandon(run: _Run, finalize: FinalizeContent | None, started: object) 
     if hooks is not None:
         hooks.published = fallback
     stages: Stages = run.stages
-    if stages.instruments is not None and started is not _NOT_STARTED:
-        stages.instruments.finish(started, run.execution(), fallback)
-    if stages.observers:
-        await publish(run, fallback)
-    run._execution = None  # see the end of run_call
+    try:
+        if stages.instruments is not None and started is not _NOT_STARTED:
+            stages.instruments.finish(started, run.execution(), fallback)
+    finally:
+        # Also after an instrument's KeyboardInterrupt (which then replaces the exception
+        # the call was raising).
+        if stages.observers:
+            await publish(run, fallback)
+        run._execution = None  # see the end of run_call
     if interrupt is not None:
         # Raised from a temporary pair while the local is cleared (see dispatch): this
         # frame, in the traceback, must not keep the exception.
@@ -472,7 +484,8 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     if fused._reason is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         # `timeout_outcome()`, inline: every call the signal interrupts comes this way.
-        result = aborted(body_invoked=True, additional_contexts=run.body_contexts)
+        # (Not invoked after all: a sync body cancelled while waiting for its thread.)
+        result = aborted(body_invoked=run.body_invoked, additional_contexts=run.body_contexts)
         return result if type(link) is not _Narrowing else link.result(result)
     try:
         result = text_result(value) if type(value) is str else body_result(value)
@@ -481,19 +494,3 @@ async def dispatch(run: _Run, args: Any, timed: bool = False) -> ToolResult:
     if run.body_contexts:
         result = replace_result(result, additional_contexts=run.body_contexts)
     return result
-
-
-def cancelled_instead(run: _Run, result: ToolResult) -> ToolResult:
-    """The ``ABORTED*`` result that replaces a non-error ``result`` once the caller's signal
-    has fired, keeping its contexts and halt.
-
-    The caller checks both conditions, right after ``checkpoint_if_cancelled()``: ambient
-    cancellation too overrides a success returned from under a cancelled enclosing scope (a
-    wrapper or hook swallowed that scope's ``trio.Cancelled``): the checkpoint re-raises
-    ``trio.Cancelled``, so ``execute`` publishes ``ABORTED*`` and propagates it.
-    """
-    return aborted(
-        body_invoked=run.body_invoked,
-        additional_contexts=result.additional_contexts,
-        halt=result.halt,
-    )
