@@ -207,6 +207,11 @@ async def test_a_pre_aborted_batch_records_the_list_and_no_marker() -> None:
     assert all(TOOL_ABORTED_BEFORE_DISPATCH == r.code for r in outcome.results)
 
 
+@attrs.frozen
+class _Count:
+    n: int
+
+
 @pytest.mark.parametrize("stage", ["deny", "post-execute"])
 async def test_a_halt_stops_later_starts_while_its_result_is_being_settled(
     autojump_clock: trio.testing.MockClock, stage: str
@@ -238,8 +243,13 @@ async def test_a_halt_stops_later_starts_while_its_result_is_being_settled(
         registry.add_pre_execute(deny)
         first = call("halt1")
     else:
+
+        async def typed(args: _Count, ctx: ToolRunContext) -> str:
+            raise AssertionError("INVALID_ARGS: never invoked")
+
+        registry.tool(typed, name="typed", concurrency_safe=True)
         registry.add_post_execute(post)
-        first = call("halt1", sleep="not a number")  # INVALID_ARGS: no gate
+        first = ToolCall("halt1", "typed", {"n": "x"})  # parallel, INVALID_ARGS: no gate
     outcome = await run_tool_calls(
         registry, [first, call("c2")], signal=CancelSource().signal, journal=journal
     )
@@ -371,7 +381,7 @@ async def test_an_interrupting_settled_write_still_commits_the_published_result(
     with pytest.raises(Interrupt):
         await run_tool_calls(
             registry,
-            [call("c1"), call("c2", sleep=5), call("c3", exclusive=True)],
+            [call("c1", sleep=1), call("c2", sleep=5), call("c3", exclusive=True)],
             signal=CancelSource().signal,
             journal=journal,
         )

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 
+import attrs
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 from trio_tools import (
     Allow,
@@ -145,3 +147,56 @@ async def test_ambient_cancellation_before_the_next_start_starts_no_further_call
     # Only c0 started (the others are closed synthetically, past the registry).
     assert ["c0"] == entered
     assert ["c0"] == published
+
+
+@attrs.frozen
+class _StopArgs:
+    stop: bool = False
+
+
+@pytest.mark.parametrize("journaled", [False, True], ids=["no-journal", "journal"])
+@pytest.mark.parametrize("stop", ["signal", "ambient"])
+async def test_a_stop_during_classification_keeps_that_call_from_starting(
+    autojump_clock: trio.testing.MockClock, journaled: bool, stop: str
+) -> None:
+    # The concurrency_safe callable runs right before the call starts: if it fires the
+    # step's signal (or cancels an enclosing scope), the call must not start, on either
+    # path (without a journal, the next call's own task makes the start decision).
+    source = CancelSource()
+    scope = trio.CancelScope()
+    registry = ToolRegistry()
+
+    def safe(args: _StopArgs) -> bool:
+        if args.stop:
+            if stop == "signal":
+                source.cancel("stop")
+            else:
+                scope.cancel()
+        return True
+
+    async def slow(args: _StopArgs, ctx: ToolRunContext) -> str:
+        await trio.sleep(1)
+        return "ok"
+
+    registry.tool(slow, name="slow", concurrency_safe=safe)
+    published: list[str] = []
+    registry.add_observer(lambda execution, result: published.append(execution.call_id))
+    journal = MemoryJournal() if journaled else None
+    calls = [ToolCall("c0", "slow", {}), ToolCall("c1", "slow", {"stop": True})]
+    calls.append(ToolCall("c2", "slow", {}))
+    synthetic: list[bool] = []
+    with scope:
+        outcome = await run_tool_calls(registry, calls, signal=source.signal, journal=journal)
+        synthetic = [result.synthetic for result in outcome.results]
+    # Only c0 started: the others are closed synthetically, past the registry.
+    assert ["c0"] == published
+    if stop == "signal":
+        assert [False, True, True] == synthetic
+    else:
+        assert scope.cancelled_caught
+    if journal is not None:
+        journal.assert_balanced()
+        committed = [event.result for event in journal.events if event.kind == "result"]
+        assert [False, True, True] == [
+            result is not None and result.synthetic for result in committed
+        ]

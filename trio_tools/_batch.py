@@ -309,6 +309,13 @@ class Batch:
                     self.inputs[index] = call
                     self.barrier_for = index  # wait until every earlier call is committed
                     return
+                if self._stopped():
+                    # Stopped during classification (a concurrency_safe callable fired the
+                    # signal or cancelled the batch): as after the driver's classification,
+                    # the call does not start, and the driver closes it.
+                    self.inputs[index] = call
+                    self._wake()
+                    return
                 self.recorded = index + 1  # no journal: record_call writes nothing
                 # What _claim does, inline: this runs once per call of the batch.
                 if mode != "parallel":
@@ -367,6 +374,16 @@ class Batch:
                     raise
             self.results[index] = result
         self.changed()
+
+    def _stopped(self) -> bool:
+        """Whether a candidate must give way to the driver: the driver is no longer parked
+        (Trio cancelled it, or a report woke it), or the batch stopped."""
+        return (
+            self.waiting is None
+            or bool(self.failures)
+            or self.halted
+            or self.signal._reason is not None  # `.cancelled`, without the call
+        )
 
     # -- what the driver and the call tasks share -----------------------------------
 
