@@ -24,6 +24,7 @@ from helpers_registry import (
     PreNext,
     a_stray_cancelled,
     aborted,
+    aborted_before_dispatch,
     error,
     note,
     ok,
@@ -37,6 +38,7 @@ from trio_tools import (
     AdditionalContext,
     Allow,
     Ask,
+    Halt,
     ToolCall,
     ToolDispatchExecution,
     ToolExecution,
@@ -569,6 +571,52 @@ async def test_a_success_under_ambient_cancellation_is_aborted_and_reraised(wher
     assert scope.cancelled_caught
     assert ["Cancelled"] == raised
     assert [aborted()] == h.published
+
+
+@pytest.mark.parametrize("ambient", [False, True], ids=["signal", "ambient"])
+@pytest.mark.parametrize("where", ["wrapper", "post"])
+async def test_a_success_replaced_by_ambient_cancellation_keeps_its_contexts_and_halt(
+    where: str, ambient: bool
+) -> None:
+    """The caller's signal's rule: the ``ABORTED*`` that replaces a success keeps the
+    contexts and halt that success carried (a wrapper's short-circuit, a post-execute
+    hook's ``Accept``), whether the signal fired or an enclosing scope was cancelled."""
+    h = Harness()
+    mine = (note("body"), note(where))
+    halt = Halt(where)
+
+    async def interrupted() -> None:
+        """Wait until the caller's signal fires or the enclosing scope is cancelled."""
+        (scope if ambient else h.source).cancel()
+        with h.signal.open_scope(), contextlib.suppress(trio.Cancelled):
+            await trio.sleep_forever()
+
+    @h.registry.tool(name=TOOL)
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.defer_context(mine[0])
+        return "done"
+
+    async def wrapper(execution: ToolDispatchExecution, call_next: AroundNext) -> ToolResult:
+        await interrupted()
+        return ok("short-circuit", contexts=mine[1:], halt=halt)
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: PostNext) -> Any:
+        await call_next()
+        await interrupted()
+        return Accept(additional_contexts=mine[1:], halt=halt)
+
+    if where == "wrapper":
+        h.registry.add_around_execute(wrapper)
+        expected = aborted_before_dispatch(contexts=mine[1:], halt=halt)
+    else:
+        h.registry.add_post_execute(post)
+        expected = aborted(contexts=mine, halt=halt)
+    with trio.CancelScope() as scope:
+        call = h.registry.execute(h.input())
+        await (call if ambient else returned(call))  # ambient: trio.Cancelled re-raised
+
+    assert [expected] == h.published
+    assert ambient == scope.cancelled_caught
 
 
 async def test_an_error_under_ambient_cancellation_stands() -> None:

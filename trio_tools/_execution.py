@@ -102,7 +102,9 @@ class _Run:
         self.body_contexts: tuple[AdditionalContext, ...] = ()
         self.halt: Halt | None = None
         self.concludes = False
-        # A result no later stage may change (materialisation failure), if any.
+        # A result no later stage may change, if any: a materialisation failure, or while
+        # ambient cancellation re-raises, the ABORTED* that replaces the call's success (by
+        # the caller's signal's rule, keeping its contexts and halt) for `abandon`.
         self.decided: ToolResult | None = None
         # The stage callables captured at entry (see ``_pipeline.enter``).
         self.stages: Any = None

@@ -151,17 +151,21 @@ async def run_call(
                     if _hooks.holds_slot:
                         _hooks.dispatch_settled()
             if not result.is_error:
-                # Ambient cancellation swallowed by a stage re-raises here.
+                # Ambient cancellation swallowed by a stage re-raises here (see `decided`).
                 if checkpoint_due():
+                    run.decided = cancelled_instead(run, result)
                     await trio.lowlevel.checkpoint_if_cancelled()
+                    run.decided = None
                 if run.caller_signal._reason is not None:
                     result = cancelled_instead(run, result)
         # 6. Post-execute, then cancellation that arrived while it waited.
         if stages.post:
             result = await post_execute(run, result)
             if not result.is_error:
-                if checkpoint_due():
+                if checkpoint_due():  # as above
+                    run.decided = cancelled_instead(run, result)
                     await trio.lowlevel.checkpoint_if_cancelled()
+                    run.decided = None
                 if run.caller_signal._reason is not None:
                     result = cancelled_instead(run, result)
     except FinalResult as final:
