@@ -400,6 +400,41 @@ async def test_an_interrupt_in_an_instrument_still_publishes_and_finishes_the_ot
     assert "caller" == CURRENT.get()
 
 
+class InterruptingStart:
+    """An instrument whose ``call_started`` raises :class:`Interrupt`."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+
+    def call_started(self, exec: ToolExecution) -> AbstractContextManager[object] | None:
+        raise Interrupt
+
+    def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
+        self.finished += 1
+
+
+async def test_an_interrupt_while_instruments_start_still_finishes_those_started() -> None:
+    """The instruments that started before one's ``call_started`` raised a ``BaseException``
+    finish with the published result (contexts reset); the later ones never start, the one
+    that raised never finishes; then the exception propagates."""
+    harness = Harness()
+    harness.registry.tool(echo, name=TOOL)
+    rec = recorder(harness, value="outer")
+    interrupting = InterruptingStart()
+    harness.registry.add_instrument(interrupting)
+    later = Recorder("later", [])
+    harness.registry.add_instrument(later)
+
+    with pytest.raises(Interrupt):
+        await harness.registry.execute(harness.input())
+
+    assert [aborted_before_dispatch()] == harness.published
+    assert harness.published == [result for _, result in rec.finished]
+    assert ("rec", "reset") == rec.log[-1]
+    assert "caller" == CURRENT.get()
+    assert (0, [], []) == (interrupting.finished, later.started, later.finished)
+
+
 async def test_registration_removes_the_instrument() -> None:
     harness = Harness()
     harness.registry.tool(echo, name=TOOL)

@@ -132,8 +132,15 @@ class Instruments:
         return False
 
     def enter(self, state: object) -> object:
-        """The state once :attr:`start` returned: a context manager it returned, entered."""
+        """The state once :attr:`start` returned: a context manager it returned, entered.
+
+        Raises:
+            BaseException: what interrupted :attr:`start` of several instruments (see
+                :class:`_Interrupted`): the state stays what :attr:`start` returned.
+        """
         if self._one is None or state is False:
+            if type(state) is _Interrupted:
+                raise state.interrupt
             return state
         try:
             cast("AbstractContextManager[object]", state).__enter__()
@@ -176,9 +183,34 @@ class Instruments:
         one = self._one
         state = self._start_all(execution) if one is None else _start(one, execution)
         self.finish(state, execution, result)
+        if type(state) is _Interrupted:
+            raise state.interrupt
 
     def _start_all(self, execution: ToolExecution) -> list[_Entry]:
-        return [_start(instrument, execution) for instrument in self._all]
+        entries: list[_Entry] = []
+        for index, instrument in enumerate(self._all):
+            try:
+                entries.append(_start(instrument, execution))
+            except BaseException as exc:
+                # The later instruments do not start; those that did still finish.
+                unstarted: list[_Entry] = [False] * (len(self._all) - index)
+                return _Interrupted(entries + unstarted, exc)
+        return entries
 
     def _finish_all(self, execution: ToolExecution, result: ToolResult) -> None:
         self.finish([None for _ in self._all], execution, result)
+
+
+class _Interrupted(list[_Entry]):
+    """The entries of several instruments whose starting a ``KeyboardInterrupt`` (or other
+    ``BaseException``) from one of them cut short, and that exception.
+
+    Those started before it finish with the call's one result, like any started
+    instrument; the exception propagates once they have (:meth:`Instruments.enter`).
+    """
+
+    __slots__ = ("interrupt",)
+
+    def __init__(self, entries: list[_Entry], interrupt: BaseException) -> None:
+        super().__init__(entries)
+        self.interrupt = interrupt
