@@ -2,6 +2,8 @@
 # `ci` (the default) is reproducible and bounded: the state machines in test_*_states.py
 # each finish well under a minute on two slow cores.  `thorough` (HYPOTHESIS_PROFILE=
 # thorough) explores freshly random examples, >= 2,000 per machine.  `dev` is a quick loop.
+import functools
+import inspect
 import os as _os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from helpers_journal import open_journal_at
 from hypothesis import HealthCheck as _HealthCheck
 from hypothesis import settings as _settings
@@ -77,3 +80,27 @@ def open_journal(
     """``open_journal(session)``: open a session of one fresh journal of the backend."""
     target = journal_target(tmp_path)
     return lambda session: open_journal_at(journal_backend, target, session)
+
+
+# -- a trio.Cancelled escaping a test fails it ---------------------------------------------
+# pytest-trio takes a `trio.Cancelled` that escapes a test function for the test's own
+# cancellation and reports the test as passed, however early it stopped: a call that
+# wrongly raised a stray `Cancelled` (out of `execute`, say) would pass every assertion
+# after it.  Every async test is wrapped so that one fails the test instead.
+
+
+def _failing_on_escaped_cancelled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def test(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except trio.Cancelled as exc:
+            raise AssertionError("a trio.Cancelled escaped the test") from exc
+
+    return test
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.obj):
+            item.obj = _failing_on_escaped_cancelled(item.obj)

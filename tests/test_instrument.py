@@ -24,6 +24,7 @@ from helpers_registry import (
     Harness,
     PostNext,
     PreNext,
+    a_stray_cancelled,
     aborted,
     aborted_before_dispatch,
     denied,
@@ -433,6 +434,58 @@ async def test_an_interrupt_while_instruments_start_still_finishes_those_started
     assert ("rec", "reset") == rec.log[-1]
     assert "caller" == CURRENT.get()
     assert (0, [], []) == (interrupting.finished, later.started, later.finished)
+
+
+class RaisingStray(Raising):
+    """Raises a stray ``trio.Cancelled`` (one no scope of the call is waiting for) from
+    ``where``, as :class:`Raising` raises its ``RuntimeError``."""
+
+    def __init__(self, where: str, stray: trio.Cancelled) -> None:
+        super().__init__(where)
+        self.stray = stray
+
+    def call_started(self, exec: ToolExecution) -> AbstractContextManager[object] | None:
+        if self.where == "started":
+            raise self.stray
+        return self._stray_manager()
+
+    @contextmanager
+    def _stray_manager(self) -> Iterator[None]:
+        if self.where == "enter":
+            raise self.stray
+        yield
+        if self.where == "exit":
+            raise self.stray
+
+    def call_finished(self, exec: ToolExecution, result: ToolResult) -> None:
+        self.finished += 1
+        if self.where == "finished":
+            raise self.stray
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside_another"])
+@pytest.mark.parametrize("where", ["started", "finished", "enter", "exit"])
+async def test_a_stray_cancelled_from_an_instrument_is_logged_and_changes_no_result(
+    where: str, alone: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its methods are synchronous: a ``trio.Cancelled`` from one is stray, an ordinary
+    failure of the instrument (as from an observer), never the call's cancellation."""
+    harness = Harness()
+    harness.registry.tool(echo, name=TOOL)
+    harness.registry.add_instrument(RaisingStray(where, await a_stray_cancelled()))
+    rec = None if alone else recorder(harness)
+
+    with caplog.at_level(logging.ERROR, logger="trio_tools"):
+        try:
+            result: object = await harness.execute()
+        except BaseException as exc:  # (a Cancelled escaping the test would end it quietly)
+            result = exc
+
+    assert ok("done") == result
+    if rec is not None:
+        assert [result] == [r for _, r in rec.finished]
+    assert "caller" == CURRENT.get()
+    assert 1 == sum(isinstance(r.exc_info[1], trio.Cancelled) for r in caplog.records if r.exc_info)
 
 
 async def test_registration_removes_the_instrument() -> None:

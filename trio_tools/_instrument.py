@@ -12,6 +12,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Literal, Protocol, cast
 
+import trio
+
 from ._util import logger
 
 if TYPE_CHECKING:
@@ -54,6 +56,10 @@ class Instrument(Protocol):
         ...
 
 
+# What an instrument may raise that is logged: its methods are synchronous, so a
+# ``trio.Cancelled`` from one is stray (no scope of the call's is waiting for it).
+_FAILURES = (Exception, trio.Cancelled)
+
 _Entry = AbstractContextManager[object] | Literal[False] | None
 """One instrument's state during a call: the entered context manager, ``None`` (none
 returned), or ``False`` (``call_started`` raised, so no ``call_finished``)."""
@@ -70,13 +76,13 @@ def check_instrument(instrument: object) -> None:
 def _start(instrument: Instrument, execution: ToolExecution) -> _Entry:
     try:
         manager = instrument.call_started(execution)
-    except Exception:
+    except _FAILURES:
         logger.exception("instrument %r raised in call_started", instrument)
         return False
     if manager is not None:
         try:
             manager.__enter__()
-        except Exception:
+        except _FAILURES:
             logger.exception("the context manager of instrument %r raised", instrument)
             return None
     return manager
@@ -91,13 +97,13 @@ def _finish(
         return
     try:
         instrument.call_finished(execution, result)
-    except Exception:
+    except _FAILURES:
         logger.exception("instrument %r raised in call_finished", instrument)
     finally:
         if entry is not None:
             try:
                 entry.__exit__(None, None, None)
-            except Exception:
+            except _FAILURES:
                 logger.exception("the context manager of instrument %r raised", instrument)
 
 
@@ -144,7 +150,7 @@ class Instruments:
             return state
         try:
             cast("AbstractContextManager[object]", state).__enter__()
-        except Exception:
+        except _FAILURES:
             logger.exception("the context manager of instrument %r raised", self._one)
             return None
         return state

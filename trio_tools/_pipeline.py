@@ -109,7 +109,7 @@ async def run_call(
             view._run = run
             try:
                 started = stages.instruments.start(view)
-            except Exception:
+            except (Exception, trio.Cancelled):  # a Cancelled from it is stray: logged
                 started = stages.instruments.start_failed()
             if started is not None:
                 started = stages.instruments.enter(started)
@@ -200,7 +200,7 @@ async def run_call(
             if started is None:  # one instrument, no context manager: the usual case
                 try:
                     stages.instruments.finished(view, result)
-                except Exception:
+                except (Exception, trio.Cancelled):
                     stages.instruments.finish_failed()
             else:
                 stages.instruments.finish(started, view, result)
