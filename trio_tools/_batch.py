@@ -291,12 +291,7 @@ class Batch:
         if mode is None:
             self.candidate = False
             try:
-                if (
-                    self.waiting is None
-                    or self.failures
-                    or self.halted
-                    or self.signal._reason is not None  # `.cancelled`, without the call
-                ):
+                if self._stopped():
                     self._wake()  # the driver takes over: it closes the unstarted calls
                     return
                 assert index == self.next  # one candidate at a time, only while parked
