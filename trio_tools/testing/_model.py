@@ -92,7 +92,11 @@ class _Interrupted(Exception):
 
 
 class _Ambient(Exception):
-    """``trio.Cancelled`` from the enclosing scope: propagates out of ``execute``."""
+    """``trio.Cancelled`` from the enclosing scope: propagates out of ``execute``.
+
+    Raised with the contexts of the success it replaces (by the caller's signal's rule)
+    when a stage returned one after the scope was cancelled; else the body's are kept.
+    """
 
 
 class _Failure(Exception):
@@ -223,22 +227,24 @@ class _Sim:
             return self.overrides(self.post_execute(result)), False
         except _Final as final:
             return final.result, False
-        except _Ambient:
+        except _Ambient as ambient:
             if not_json:
                 return _error(
                     "TypeError",
                     "NOT_JSON",
                     "tool execution arguments must be losslessly JSON-serializable",
                 ), True
-            return _aborted(self.body_invoked, self.body_contexts), True
+            contexts = ambient.args[0] if ambient.args else self.body_contexts
+            return _aborted(self.body_invoked, contexts), True
 
     def overrides(self, result: ToolResult) -> ToolResult:
         """Cancellation of the caller replaces only a non-error result, keeping its contexts;
-        under ambient cancellation a non-error result re-raises it instead."""
+        under ambient cancellation a non-error result re-raises it instead (the published
+        result keeping its contexts likewise)."""
         if result.is_error:
             return result
         if self.ambient:
-            raise _Ambient
+            raise _Ambient(result.additional_contexts)
         if not self.has_fired(frozenset({"caller"})):
             return result
         return _aborted(self.body_invoked, result.additional_contexts)
