@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -256,6 +257,22 @@ def test_the_contract_machine_reports_a_call_that_does_not_settle_in_time() -> N
     machine = cancellation_contract_machine(make, _calls("work"), settle_within=10.0)
     with pytest.raises(AssertionError, match="did not settle"):
         run_state_machine_as_test(machine, settings=NO_SHRINK)
+
+
+def test_the_contract_machine_lets_a_sync_tool_work_in_its_thread() -> None:
+    # MockClock(autojump_threshold=0) used to jump to the settle deadline while the body's
+    # worker thread ran: a sync tool that blocks for a moment counted as hung.
+    def blocking(args: object, ctx: ToolRunContext) -> str:
+        time.sleep(0.02)  # a blocking call, as sync tools make
+        return "done"
+
+    def make() -> ToolRegistry:
+        registry = ToolRegistry()
+        registry.register(trio_tools.define_tool(blocking, name="work"))
+        return registry
+
+    machine = cancellation_contract_machine(make, _calls("work"))
+    run_state_machine_as_test(machine, settings=settings(NO_SHRINK, max_examples=5))
 
 
 def test_the_contract_machine_rejects_a_factory_that_returns_something_else() -> None:

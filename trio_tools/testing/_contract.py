@@ -9,6 +9,9 @@ neither the caller's signal nor the wrapper's ``exec.signal`` has fired when its
 ``call_next()`` runs (nothing can run in between).
 """
 
+# the package's modules share underscore helpers with each other:
+# pyright: reportPrivateUsage=false
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
@@ -57,6 +60,45 @@ _ABORTS: Final = frozenset({TOOL_ABORTED, TOOL_ABORTED_BEFORE_DISPATCH})
 # Virtual seconds after entry for "after_delay": odd values, so that they do not coincide
 # with the round durations tools tend to sleep (a tie would make the order arbitrary).
 _DELAYS: Final = (0.0137, 0.0971, 0.4993, 1.0007, 2.7011, 9.9973)
+# Real seconds the virtual clock waits for a sync tool's worker thread before it jumps.
+_THREAD_CUSHION: Final = 1.0
+
+
+@final
+class _ThreadsHoldTheClock:
+    """The registry's thread limiter, keeping the virtual clock still while a thread runs.
+
+    ``MockClock(autojump_threshold=0)`` jumps to the next deadline as soon as every task is
+    blocked, and a task waiting for a worker thread counts as blocked: a sync tool that
+    works for a moment in its thread would see the machine's ``settle_within`` deadline
+    (and its own timeout) pass at once, and count as hung.  While a sync body's thread
+    holds the limiter, the clock jumps only after ``_THREAD_CUSHION`` real seconds without
+    progress (so a sync body waiting for its timeout still gets it).  Delegates to the
+    registry's own limiter, or to Trio's default one (per run).
+    """
+
+    __slots__ = ("_busy", "_limiter", "clock")
+
+    def __init__(self, limiter: trio.CapacityLimiter | None) -> None:
+        self._limiter = limiter
+        self._busy = 0
+        self.clock: trio.testing.MockClock | None = None  # the running rule's clock
+
+    def _target(self) -> trio.CapacityLimiter:
+        limiter = self._limiter
+        return trio.to_thread.current_default_thread_limiter() if limiter is None else limiter
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        await self._target().acquire_on_behalf_of(borrower)
+        self._busy += 1
+        if self.clock is not None:
+            self.clock.autojump_threshold = _THREAD_CUSHION
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        self._target().release_on_behalf_of(borrower)
+        self._busy -= 1
+        if not self._busy and self.clock is not None:
+            self.clock.autojump_threshold = 0
 
 
 @final
@@ -249,6 +291,9 @@ def cancellation_contract_machine(
             if not isinstance(registry, ToolRegistry):
                 raise TypeError(f"make_registry() must return a ToolRegistry, got {registry!r}")
             self.registry = registry
+            # Before the probes are added: adding them makes the registry take it up.
+            self.threads = _ThreadsHoldTheClock(registry._thread_limiter)
+            registry._thread_limiter = cast("trio.CapacityLimiter", self.threads)
             self.session = CancelSource()
             self.probes: dict[str, _Probe] = {}
             self.published: dict[str, list[ToolResult]] = {}
@@ -394,7 +439,12 @@ def cancellation_contract_machine(
                 await self._start_timers()
                 await fn()
 
-            trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+            clock = trio.testing.MockClock(autojump_threshold=0)
+            self.threads.clock = clock
+            try:
+                trio.run(main, clock=clock)
+            finally:
+                self.threads.clock = None
 
         @rule(plan=plans)
         def call(self, plan: CallPlan) -> None:
