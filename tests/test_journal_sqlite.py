@@ -368,6 +368,21 @@ async def test_a_session_open_in_this_process_is_refused(open_journal: OpenJourn
         pass  # free again
 
 
+async def test_a_session_open_through_a_symlink_to_the_file_is_refused(tmp_path: Path) -> None:
+    # Two names of one file are one journal: the lock used to sit next to each name.
+    path = tmp_path / "agent.db"
+    link = tmp_path / "alias.db"
+    link.symlink_to(path.name)
+    async with open_sqlite_journal(path, session="s"):
+        with pytest.raises(RuntimeError, match="session 's' is already open for writing"):
+            async with open_sqlite_journal(link, session="s"):
+                pass
+        async with open_sqlite_journal(link, session="other"):
+            pass  # another session of the same file is fine
+    async with open_sqlite_journal(link, session="s"):
+        pass  # free again
+
+
 HOLDER = textwrap.dedent(
     """
     import sys, trio, trio_tools

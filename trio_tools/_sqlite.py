@@ -168,7 +168,8 @@ def _check_file(path: str) -> None:
 
 
 def _lock_session(path: str, session: str) -> int:
-    lock_path = _lock_path(path, session)
+    # Next to the file itself, not to a symlink to it: every name of the file shares a lock.
+    lock_path = _lock_path(os.path.realpath(path), session)
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
