@@ -272,7 +272,35 @@ def test_the_contract_machine_lets_a_sync_tool_work_in_its_thread() -> None:
         return registry
 
     machine = cancellation_contract_machine(make, _calls("work"))
-    run_state_machine_as_test(machine, settings=settings(NO_SHRINK, max_examples=5))
+    run_state_machine_as_test(
+        machine, settings=settings(NO_SHRINK, max_examples=5, stateful_step_count=5)
+    )
+
+
+def test_the_contract_machine_knows_a_sync_body_waiting_for_a_thread_never_ran() -> None:
+    # Two sync calls side by side on one thread token, both cancelled once blocked: the one
+    # still waiting for the token never runs (ABORTED_BEFORE_DISPATCH, as documented), and
+    # the machine used to take it for a body that ran.
+    def blocking(args: object, ctx: ToolRunContext) -> str:
+        time.sleep(0.02)
+        return "done"
+
+    def make() -> ToolRegistry:
+        registry = ToolRegistry(thread_limiter=trio.CapacityLimiter(1))
+        registry.register(trio_tools.define_tool(blocking, name="work"))
+        return registry
+
+    plan = trio_tools.testing.CallPlan(name="work", arguments={"x": 1}, where="body")
+
+    @settings(QUICK, max_examples=1)
+    @given(st.just([plan, plan]))
+    def run(batch: list[trio_tools.testing.CallPlan]) -> None:  # the rule, inside a test
+        machine: Any = cancellation_contract_machine(make, _calls("work"))()
+        for _ in range(3):
+            machine.calls_side_by_side(batch)
+        machine.teardown()
+
+    run()
 
 
 def test_the_contract_machine_rejects_a_factory_that_returns_something_else() -> None:

@@ -6,7 +6,8 @@ a pre-execute hook, an around-execute wrapper and a post-execute hook registered
 user's (so innermost), plus a canceller task that fires once the body is blocked.  The
 probe wrapper also tells exactly whether the body was invoked: dispatch invokes it iff
 neither the caller's signal nor the wrapper's ``exec.signal`` has fired when its
-``call_next()`` runs (nothing can run in between).
+``call_next()`` runs (nothing can run in between), and a sync body iff its worker thread
+then got a token of the registry's thread limiter.
 """
 
 # the package's modules share underscore helpers with each other:
@@ -75,14 +76,18 @@ class _ThreadsHoldTheClock:
     holds the limiter, the clock jumps only after ``_THREAD_CUSHION`` real seconds without
     progress (so a sync body waiting for its timeout still gets it).  Delegates to the
     registry's own limiter, or to Trio's default one (per run).
+
+    It also records the tasks whose thread started: a sync body is invoked only once its
+    thread got a token (cancelled while the limiter is full, it never runs).
     """
 
-    __slots__ = ("_busy", "_limiter", "clock")
+    __slots__ = ("_busy", "_limiter", "clock", "started")
 
     def __init__(self, limiter: trio.CapacityLimiter | None) -> None:
         self._limiter = limiter
         self._busy = 0
         self.clock: trio.testing.MockClock | None = None  # the running rule's clock
+        self.started: set[trio.lowlevel.Task] = set()
 
     def _target(self) -> trio.CapacityLimiter:
         limiter = self._limiter
@@ -90,6 +95,7 @@ class _ThreadsHoldTheClock:
 
     async def acquire_on_behalf_of(self, borrower: object) -> None:
         await self._target().acquire_on_behalf_of(borrower)
+        self.started.add(trio.lowlevel.current_task())
         self._busy += 1
         if self.clock is not None:
             self.clock.autojump_threshold = _THREAD_CUSHION
@@ -327,10 +333,18 @@ def cancellation_contract_machine(
             # nothing runs between here and that check.
             probe.dispatched = not (exec.signal.cancelled or probe.source.signal.cancelled)
             probe.dispatch_event.set()
+            definition = exec.definition
+            task = trio.lowlevel.current_task()
+            in_thread = definition is not None and definition._sync
+            self.threads.started.discard(task)
             try:
                 result = await call_next()
             finally:
                 probe.body_settled = True
+                if in_thread and task not in self.threads.started:
+                    # Cancelled while waiting for a thread token: the body never ran.
+                    probe.dispatched = False
+                self.threads.started.discard(task)
             if probe.plan.where == "wrapper_after":
                 probe.trigger()
                 await trio.lowlevel.checkpoint()
