@@ -357,3 +357,41 @@ def test_keyboard_interrupt_during_the_grace_period_kills_the_group_at_once(
     run_expecting_interrupt(main)
     assert time.monotonic() - started < 10  # not the 30 s grace period
     assert_group_gone(pgids[0])
+
+
+@pytest.mark.slow
+def test_second_ctrl_c_cuts_the_grace_period_of_a_command_in_a_tool_body(tmp_path: Path) -> None:
+    """The REPL story with a command that ignores SIGTERM, run by the batch scheduler (the
+    body is not Trio's main task, so the KeyboardInterrupt is not raised in it): the first
+    Ctrl-C starts the stop, the second one kills the group at once, not after the grace."""
+    shell = ToolRegistry()
+    ready = tmp_path / "ready"
+    script = f"trap '' TERM; sleep 30 & echo > {ready}; wait; wait"
+
+    @shell.tool
+    async def bash(args: object, ctx: ToolRunContext) -> str:
+        result = await run_command(["bash", "-c", script], ctx=ctx, grace_period=30)
+        return result.stdout
+
+    source = CancelSource()
+    pgids: list[int] = []
+
+    async def main() -> None:
+        with open_sigint_cancel(source):
+            async with trio.open_nursery() as nursery:
+
+                async def press_twice() -> None:
+                    pgids.append((await wait_for_group("sleep"))[0].pgrp)
+                    await poll_until(ready.exists)
+                    signal.raise_signal(signal.SIGINT)  # the stop: SIGTERM, ignored
+                    await poll_until(lambda: source.signal.cancelled)
+                    await trio.sleep(0.05)  # the group's grace period has begun
+                    signal.raise_signal(signal.SIGINT)  # and this one interrupts
+
+                nursery.start_soon(press_twice)
+                await run_tool_calls(shell, [ToolCall("c1", "bash", "{}")], signal=source.signal)
+
+    started = time.monotonic()
+    run_expecting_interrupt(main)
+    assert time.monotonic() - started < 10  # not the 30 s grace period
+    assert_group_gone(pgids[0])

@@ -287,9 +287,14 @@ async def _stop_group(process: trio.Process, grace_period: float, *, leftovers_o
     _signal_group(pgid, signal.SIGTERM)
     _signal_group(pgid, signal.SIGCONT)
     try:
-        with trio.move_on_after(grace_period):
-            await _wait_group_gone(process)
-            return
+        with trio.move_on_after(grace_period) as grace:
+            periods = _grace_periods()
+            periods.add(grace)
+            try:
+                await _wait_group_gone(process)
+                return
+            finally:
+                periods.discard(grace)
     except BaseException:
         # Interrupted while waiting out the grace period (a second Ctrl-C): skip the rest of
         # it, but still leave nothing behind.
@@ -299,6 +304,33 @@ async def _stop_group(process: trio.Process, grace_period: float, *, leftovers_o
         raise
     _signal_group(pgid, signal.SIGKILL)
     await _wait_group_gone(process)
+
+
+# The grace periods being waited out right now, in this Trio run.
+_GRACE_PERIODS: trio.lowlevel.RunVar[set[trio.CancelScope]] = trio.lowlevel.RunVar(
+    "trio_tools_grace_periods"
+)
+
+
+def _grace_periods() -> set[trio.CancelScope]:
+    try:
+        return _GRACE_PERIODS.get()
+    except LookupError:
+        periods: set[trio.CancelScope] = set()
+        _GRACE_PERIODS.set(periods)
+        return periods
+
+
+def end_grace_periods() -> None:
+    """A Ctrl-C that interrupts (see open_sigint_cancel): every group being stopped gets
+    SIGKILL now.
+
+    Trio raises that ``KeyboardInterrupt`` in its main task only; a command run by a tool
+    body in another task (the batch scheduler's) would otherwise wait out its grace period
+    before the interrupt could propagate.
+    """
+    for grace in _grace_periods():
+        grace.cancel()
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+import weakref
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from types import FrameType
@@ -11,9 +13,13 @@ from typing import Any
 
 import trio
 
+from ._command import end_grace_periods
 from ._signal import CancelSource
 
 __all__ = ["open_sigint_cancel"]
+
+# The handlers of the open blocks, which a nested block's handler may fall back to.
+_HANDLERS: weakref.WeakSet[Callable[[int, FrameType | None], None]] = weakref.WeakSet()
 
 
 @contextmanager
@@ -45,6 +51,8 @@ def open_sigint_cancel(source: CancelSource, *, reason: str = "interrupted") -> 
     if previous is None:  # installed outside Python: Python's own default is the closest
         previous = signal.default_int_handler
     pressed = False
+    # Falling back to another block's handler is that block's press, not an interrupt.
+    interrupts = previous != signal.SIG_IGN and previous not in _HANDLERS
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         nonlocal pressed
@@ -57,8 +65,14 @@ def open_sigint_cancel(source: CancelSource, *, reason: str = "interrupted") -> 
                 return
             except trio.RunFinishedError:
                 pass  # the run is over: nothing left to stop, interrupt instead
+        elif interrupts:
+            # This press interrupts: commands whose group is being stopped are killed now,
+            # whichever task runs them (Trio raises KeyboardInterrupt in its main task only).
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(end_grace_periods)
         _previous_handler(previous, signum, frame)
 
+    _HANDLERS.add(on_sigint)
     signal.signal(signal.SIGINT, on_sigint)
     try:
         yield
