@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import signal
 import sys
 import time
@@ -242,6 +243,41 @@ async def test_processes_left_behind_by_a_finished_command_are_stopped() -> None
     pgid = int(result.stdout.split()[0])
     assert CommandResult(returncode=0, stdout=f"{pgid}\nstarted\n", stderr="") == result
     assert_group_gone(pgid)
+
+
+@pytest.mark.slow
+async def test_cancelled_while_stopping_leftovers_keeps_their_grace_period(
+    tmp_path: Path,
+) -> None:
+    """The command exited; its leftover got SIGTERM and is cleaning up when the call is
+    cancelled: the stop goes on the same way (SIGKILL only after the grace period), then
+    ``Cancelled`` propagates."""
+    ready, term, cleaned = tmp_path / "ready", tmp_path / "term", tmp_path / "cleaned"
+    leftover = (
+        f"trap 'echo > {term}; sleep 0.3; echo > {cleaned}; exit 0' TERM; "
+        f"sleep 30 & echo > {ready}; wait"
+    )
+    # The command exits once its leftover has set its trap.
+    script = f"bash -c {shlex.quote(leftover)} & while [ ! -e {ready} ]; do sleep 0.01; done"
+    caught: list[BaseException] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def cancel_once_terminated() -> None:
+                await poll_until(term.exists)
+                scope.cancel()
+
+            nursery.start_soon(cancel_once_terminated)
+            with scope:
+                try:
+                    await run_command(["bash", "-c", script], grace_period=5)
+                except trio.Cancelled as exc:
+                    caught.append(exc)
+                    raise
+    assert [trio.Cancelled] == [type(exc) for exc in caught]
+    assert cleaned.exists()  # the leftover finished its cleanup: no SIGKILL cut it short
+    assert [] == [proc for proc in processes() if proc.session == proc.pgrp and proc.ppid == ME]
 
 
 @pytest.mark.slow

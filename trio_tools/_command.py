@@ -224,7 +224,10 @@ async def _supervise(
             nursery.start_soon(_write_input, process.stdin, data, io_scopes[2])
         try:
             await process.wait()
-            await _stop_group(process, grace_period, leftovers_only=True)
+            # A cancellation arriving while leftovers are stopped lets their stop go on the
+            # same way (SIGKILL only after the grace period); run_command raises it after.
+            with trio.CancelScope(shield=True):
+                await _stop_group(process, grace_period, leftovers_only=True)
         except BaseException as exc:
             interrupted = exc
             with trio.CancelScope(shield=True):  # no process of the group may outlive us
