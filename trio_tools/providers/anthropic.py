@@ -136,9 +136,9 @@ class StreamAssembler:
     far.  A call starts with ``content_block_start`` (a ``tool_use`` block, matched by its
     ``index``); ``content_block_delta`` events with an ``input_json_delta`` add pieces of
     its input JSON.  Other events are ignored, and so is the input that other blocks
-    stream (server tools, such as web search, which Anthropic runs itself).  A stream cut off in the middle of a
-    call's input leaves it as the partial text: running the call then reports
-    ``INVALID_ARGS``.
+    stream (server tools, such as web search, which Anthropic runs itself).  A stream cut
+    off in the middle of a call's input leaves it as the partial text: running the call
+    then reports ``INVALID_ARGS``.
     """
 
     __slots__ = ("_calls", "_others")
