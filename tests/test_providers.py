@@ -498,6 +498,28 @@ async def test_openai_tool_calls_drop_strict_nulls_with_registry(api: Any) -> No
     assert "walk via 0 point(s), max None" == outcome.results[0].text
 
 
+async def test_strict_nulls_are_dropped_beside_an_integer_of_any_size() -> None:
+    """JSON text parses as the registry parses it: an integer past Python's int-from-text
+    digit limit does not keep the strict nulls beside it from being dropped."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def count(n: int, unit: str = "items") -> str:
+        """Count."""
+        return f"{n == 10**5000} of {unit}"
+
+    huge = "1" + "0" * 5000  # past sys.get_int_max_str_digits() (4300)
+    message = chat_message(("call_1", "count", f'{{"n": {huge}, "unit": null}}'))
+
+    [call] = openai_chat.tool_calls(message, registry=registry)
+
+    assert ToolCall("call_1", "count", f'{{"n":{huge}}}') == call
+    outcome = await trio_tools.run_tool_calls(
+        registry, [call], signal=trio_tools.CancelSource().signal
+    )
+    assert "True of items" == outcome.results[0].text
+
+
 def test_anthropic_tool_calls_drop_strict_nulls_with_registry() -> None:
     message = anthropic_message(("toolu_1", "plan_route", STRICT_NULLS))
 
@@ -982,6 +1004,47 @@ def test_a_stream_with_no_tool_calls_has_none() -> None:
     )
     assert () == assemble(anthropic, anthropic_stream([], [])[:4])
     assert () == assemble(openai_responses, responses_stream([], [])[:3])
+
+
+def test_an_anthropic_server_tool_streams_its_input_and_is_skipped() -> None:
+    """A server tool (web search, run by Anthropic itself) streams its input as
+    ``input_json_delta``\\ s too: they are skipped, like its block in ``tool_calls``."""
+    adapter = pydantic.TypeAdapter(anthropic_types.RawMessageStreamEvent)
+    server_tool = [
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "trio"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+    ]
+    tool_use = [
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Lyon"}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+    ]
+
+    calls = assemble(anthropic, [adapter.validate_python(e) for e in server_tool + tool_use])
+
+    assert (ToolCall("t1", "get_weather", '{"city": "Lyon"}'),) == calls
 
 
 def test_an_anthropic_tool_use_without_deltas_has_its_start_input() -> None:
