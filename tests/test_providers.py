@@ -325,6 +325,51 @@ def test_strict_leaves_the_registry_schema_alone() -> None:
     assert ("start", "end") == definition.parameters["required"]
 
 
+@attrs.frozen
+class TreeArgs:
+    name: str
+    children: list[TreeArgs] = attrs.Factory(list)
+
+
+TREE_NODE = {
+    "title": "TreeArgs",
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/TreeArgs"}, "default": []},
+    },
+    "required": ["name"],
+}
+
+
+@pytest.mark.parametrize("api", APIS, ids=API_IDS)
+async def test_a_recursive_argument_type_has_an_object_schema_at_its_root(api: Any) -> None:
+    """Every model API requires the arguments' schema to be an object schema at its root:
+    a recursive type's root is its definition, which stays in ``$defs`` for the references
+    inside it (a bare ``$ref`` root would be rejected, and could not be made strict)."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def tree(args: TreeArgs, ctx: trio_tools.ToolRunContext) -> str:
+        """Count the nodes."""
+        return str(len(args.children))
+
+    (spec,) = api.tool_specs(registry)
+    conforms(SPEC_TYPE[api], spec)
+    parameters = (
+        spec["function"]["parameters"]
+        if api is openai_chat
+        else spec.get("parameters", spec.get("input_schema"))
+    )
+    assert {**TREE_NODE, "$defs": {"TreeArgs": TREE_NODE}} == parameters
+    (strict,) = api.tool_specs(registry, strict=True)
+    conforms(SPEC_TYPE[api], strict)
+    source = trio_tools.CancelSource()
+    call = ToolCall("c1", "tree", '{"name": "a", "children": [{"name": "b"}, {"name": "c"}]}')
+    outcome = await trio_tools.run_tool_calls(registry, [call], signal=source.signal)
+    assert "2" == outcome.results[0].text
+
+
 # -- tool_calls -----------------------------------------------------------------------------
 
 STRICT_NULLS = {

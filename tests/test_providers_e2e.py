@@ -72,20 +72,29 @@ SDK_DONE_WARNING = "ignore:Async generator .* was garbage collected:ResourceWarn
 
 
 @pytest.mark.filterwarnings(SDK_DONE_WARNING)
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-async def test_openai_chat_end_to_end(stream: bool) -> None:
+@pytest.mark.parametrize("stream", ["json", "stream", "helper"])
+async def test_openai_chat_end_to_end(stream: str) -> None:
+    """``helper``: the SDK's ``client.chat.completions.stream()``, whose events wrap the
+    chunks (``ChunkEvent``) and repeat them (``content.delta``, ``tool_calls...delta``)."""
     gates = Gates()
     registry = build_registry(gates)
     tools: Any = openai_chat.tool_specs(registry)
     async with fake.serve(scripted) as server, openai_client(server) as client:
         messages: list[Any] = [{"role": "user", "content": USER}]
-        if stream:
+        if stream != "json":
             assembler = openai_chat.StreamAssembler()
-            async with await client.chat.completions.create(
-                model="fake-model", messages=messages, tools=tools, stream=True
-            ) as chunks:
-                async for chunk in chunks:
-                    assembler.feed(chunk)
+            if stream == "helper":
+                async with client.chat.completions.stream(
+                    model="fake-model", messages=messages, tools=tools
+                ) as events:
+                    async for event in events:
+                        assembler.feed(event)
+            else:
+                async with await client.chat.completions.create(
+                    model="fake-model", messages=messages, tools=tools, stream=True
+                ) as chunks:
+                    async for chunk in chunks:
+                        assembler.feed(chunk)
             calls = assembler.tool_calls(registry=registry)
             assistant: dict[str, Any] = {
                 "role": "assistant",

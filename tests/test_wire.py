@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from strategies import json_values, tool_calls, tool_results
@@ -144,6 +145,32 @@ def test_meta_comes_back_frozen() -> None:
     assert FrozenDict({"a": (1, FrozenDict({"b": ()}))}) == back.meta
     assert type(back.meta) is FrozenDict
     assert type(back.meta["a"]) is tuple  # type: ignore[index]
+
+
+@given(json_values)
+def test_a_result_built_with_plain_meta_round_trips(meta: object) -> None:
+    """A result built by hand with plain (mutable) JSON meta round-trips too: its meta is
+    frozen at construction, as the registry's results hold it, and stays hashable."""
+    meta_before = copy.deepcopy(meta)
+    result = ToolResult(content=[TextBlock("x")], meta=meta)
+
+    assert result == ToolResult.from_dict(result.to_dict())
+    assert freeze(meta) == result.meta
+    assert meta_before == meta  # the caller's value is neither mutated nor frozen
+    hash(result)
+
+
+def test_plain_meta_with_arrays_round_trips() -> None:
+    result = ToolResult(content=[TextBlock("rows")], meta={"rows": [1, 2], "big": 10**30})
+
+    assert ToolResult.from_dict(result.to_dict()) == result
+    assert FrozenDict({"rows": (1, 2), "big": 10**30}) == result.meta
+    assert attrs.evolve(result, meta=[[]]).meta == ((),)
+
+
+def test_meta_that_is_not_json_is_kept_for_the_registry_to_report() -> None:
+    odd = {"when": {1, 2}}
+    assert odd is ToolResult(content=[], meta=odd).meta
 
 
 def test_optional_result_fields_take_their_defaults() -> None:

@@ -67,6 +67,10 @@ def schema_for(args: type[Any] | None) -> Mapping[str, object]:
         name = ref.removeprefix("#/$defs/")
         if json.dumps(components).count(f'"{ref}"') == 0:
             schema = dict(components.pop(name))
+        else:
+            # A recursive type: its definition stays in ``$defs`` for the references inside
+            # it, and is the root too, which every model API requires to be an object.
+            schema = dict(components[name])
         if components:
             schema = {**schema, "$defs": components}
     if isinstance(getattr(args, SIGNATURE_CONTEXT, None), str):

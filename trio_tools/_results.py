@@ -11,6 +11,7 @@ from typing import Any, Final, cast, final
 import attrs
 
 from ._frozen import check_fields_base
+from ._json import NotJSONError, freeze
 from ._wire import WIRE_VERSION, WireReader, json_to_wire
 
 __all__ = [
@@ -159,6 +160,18 @@ class ToolOutput:
     meta: object = None
 
 
+def _frozen_meta(value: object) -> object:
+    """``meta`` as the frozen JSON a result holds, so that every result's wire form gives it
+    back equal; a value that is not JSON is kept as given, for the registry to report as
+    ``NOT_JSON`` (and for ``to_dict`` to refuse)."""
+    if value is None:
+        return None
+    try:
+        return freeze(value)
+    except NotJSONError:
+        return value
+
+
 def _error_matches_flag(instance: Any, _attribute: object, error: ErrorInfo | None) -> None:
     if error is not None and not instance.is_error:
         raise ValueError("a result with error info must have is_error=True")
@@ -203,7 +216,7 @@ class ToolResult(_ResultFields):
     additional_contexts: tuple[AdditionalContext, ...] = attrs.field(
         default=(), converter=_contexts
     )
-    meta: object = None
+    meta: object = attrs.field(default=None, converter=_frozen_meta)
     concludes_turn: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     halt: Halt | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Halt))
@@ -226,7 +239,8 @@ class ToolResult(_ResultFields):
 
         Every field is kept (``synthetic``, ``halt``, contexts, ``meta`` and image blocks
         included), so ``ToolResult.from_dict(result.to_dict()) == result`` for every result
-        the library makes.  The form is ``{"v": 1, "content": [...], "is_error": ...,
+        whose ``meta`` is lossless JSON (a result freezes the ``meta`` it is built with, as
+        the registry's results hold it).  The form is ``{"v": 1, "content": [...], "is_error": ...,
         "error": {"name", "code", "message"} | None, "additional_contexts": [{"text",
         "source"}], "meta": ..., "concludes_turn": ..., "halt": {"reason"} | None,
         "synthetic": ...}``; a content block is ``{"type": "text", "text": ...}`` or

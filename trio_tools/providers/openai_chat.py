@@ -141,11 +141,27 @@ def tool_results(calls: Sequence[ToolCall], outcome: BatchOutcome) -> list[dict[
     return messages
 
 
+# The events of the SDK's stream helper other than ``chunk``: what the chunks already said.
+_HELPER_EVENTS = frozenset(
+    f"{what}.{stage}"
+    for what in (
+        "content",
+        "refusal",
+        "tool_calls.function.arguments",
+        "logprobs.content",
+        "logprobs.refusal",
+    )
+    for stage in ("delta", "done")
+)
+
+
 @final
 class StreamAssembler:
     """Assemble the tool calls of a streamed chat completion (``stream=True``).
 
-    :meth:`feed` every chunk, in order; :meth:`tool_calls` gives the calls assembled so
+    :meth:`feed` every chunk, in order (or every event of the SDK's
+    ``client.chat.completions.stream()``: its ``chunk`` events are read, the others,
+    which repeat what the chunks say, ignored); :meth:`tool_calls` gives the calls assembled so
     far.  Tool call deltas are matched by their ``index``; the first delta of a call
     carries its id and name, later ones pieces of its arguments.  Only the first choice
     (``index`` 0) is assembled.  A stream cut off in the middle of a call's arguments
@@ -161,15 +177,24 @@ class StreamAssembler:
         return f"<openai_chat.StreamAssembler with {len(self._calls)} call(s)>"
 
     def feed(self, event: object) -> None:
-        """Take one ``ChatCompletionChunk`` (SDK object or dict).
+        """Take one ``ChatCompletionChunk`` or stream helper event (SDK object or dict).
 
         Raises:
             TypeError: ``event`` is neither a dict nor an SDK object.
-            ValueError: ``event`` is not a chat completion chunk (it has no ``choices``).
+            ValueError: ``event`` is neither a chat completion chunk (it has no
+                ``choices``) nor an event of the SDK's stream helper.
         """
         chunk = plain(event, "chunk")
         if "choices" not in chunk:
-            raise ValueError(f"not a chat completion chunk (no 'choices'): {chunk!r}")
+            kind = chunk.get("type")
+            if kind == "chunk" and "chunk" in chunk:
+                # The SDK's ``client.chat.completions.stream()`` wraps each chunk in a
+                # ``ChunkEvent``; its other events repeat what the chunks say.
+                chunk = plain(chunk["chunk"], "chunk")
+            elif kind in _HELPER_EVENTS:
+                return
+            if "choices" not in chunk:
+                raise ValueError(f"not a chat completion chunk (no 'choices'): {chunk!r}")
         for choice in plain_items(chunk["choices"], "choice"):
             if choice.get("index", 0) != 0:
                 continue
