@@ -13,7 +13,7 @@ process, in one of the ways the SDK offers:
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Literal
@@ -47,6 +47,12 @@ class Wire:
     received: list[dict[str, Any]] = attrs.Factory(list)
     """Server to client, in order."""
     _closers: list[Any] = attrs.Factory(list)
+    _after_response: list[Callable[[], object]] = attrs.Factory(list)
+
+    def after_next_response(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once the client has dispatched the next response it reads, before
+        the waiting caller resumes: the caller got its answer, but has not seen it yet."""
+        self._after_response.append(fn)
 
     def close(self) -> None:
         """Cut the connection both ways: each side reads end-of-stream."""
@@ -79,17 +85,29 @@ class Wire:
 class _Tap:
     """A stream end that records each message it carries."""
 
-    def __init__(self, inner: Any, record: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        record: list[dict[str, Any]],
+        after_response: list[Callable[[], object]] | None = None,
+    ) -> None:
         self._inner = inner
         self._record = record
+        self._after_response = after_response
+        self._answered = False
 
     async def send(self, item: SessionMessage) -> None:
         self._record.append(_dump(item))
         await self._inner.send(item)
 
     async def receive(self) -> SessionMessage | Exception:
+        if self._answered and self._after_response:
+            # The reader is back for more: the response it took was dispatched, and no
+            # task has run since.
+            self._after_response.pop(0)()
         item: SessionMessage | Exception = await self._inner.receive()
         self._record.append(_dump(item))
+        self._answered = "result" in self._record[-1] or "error" in self._record[-1]
         return item
 
     def __aiter__(self) -> _Tap:
@@ -153,7 +171,9 @@ async def open_wire_client(
             )
 
         nursery.start_soon(run_server)
-        transport = _WireTransport(to_client[1], _Tap(to_server[0], wire.sent))
+        transport = _WireTransport(
+            _Tap(to_client[1], [], wire._after_response), _Tap(to_server[0], wire.sent)
+        )
         client = Client(transport, mode="auto" if modern else "legacy")
         async with client:
             yield client, wire

@@ -11,7 +11,9 @@ import pytest
 import trio
 import trio.lowlevel
 from helpers_mcp import ERAS, WIRE_ERAS, Era, Published, open_client, open_wire_client
+from mcp import ClientSession
 from mcp.server import Server
+from mcp.shared.memory import create_client_server_memory_streams
 
 import trio_tools
 from trio_tools import (
@@ -527,3 +529,76 @@ async def test_a_batch_over_mounted_tools_stopped_mid_batch_stays_balanced(era: 
     assert 2 == len(remote.reasons)
     if wire is not None:
         assert 2 == len(wire.cancel_notices())
+
+
+@pytest.mark.parametrize("era", WIRE_ERAS)
+@pytest.mark.parametrize(("name", "code"), [("failing", "CUSTOM_CODE"), ("echo", "ABORTED")])
+async def test_a_remote_error_beats_a_cancel_that_came_with_the_answer(
+    era: Era, name: str, code: str
+) -> None:
+    """The signal fires once the answer is in but before the mounted body resumes: a
+    remote failure beats cancellation (as a local tool's raise does), a success is
+    replaced by ``ABORTED``."""
+    remote = make_remote()
+    local = Local()
+    source = CancelSource()
+    async with open_wire_client(remote.server(), modern=era == "modern-wire") as (client, wire):
+        await mount(local.registry, client)
+        wire.after_next_response(lambda: source.cancel("too late"))
+        result = await local.call(name, {"text": "hi"}, source.signal)
+
+    [(_, published_remotely)] = remote.published
+    assert source.signal.cancelled
+    assert code == result.code
+    if name == "failing":
+        assert published_remotely == result
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_after_the_client_closed_is_mcp_connection_lost(era: Era) -> None:
+    remote = make_remote()
+    local = Local()
+    async with open_client(remote.server(), era) as (client, _):
+        await mount(local.registry, client)
+
+    result = await local.call("echo", {"text": "hi"}, CancelSource().signal)
+
+    assert MCP_CONNECTION_LOST == result.code
+    assert "MCPConnectionLostError" == result.error.name
+    assert [] == remote.published
+
+
+async def test_a_client_session_mounts_calls_cancels_and_closes() -> None:
+    """The lower-level ``mcp.ClientSession`` works like ``mcp.Client``."""
+    remote = make_remote()
+    local = Local()
+    source = CancelSource()
+    mcp_server = remote.server()
+    async with (
+        create_client_server_memory_streams() as ((read, write), (s_read, s_write)),
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(
+            mcp_server.run, s_read, s_write, mcp_server.create_initialization_options()
+        )
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await mount(local.registry, session, prefix="s_")
+            echoed = await local.call("s_echo", {"text": "hi"}, CancelSource().signal)
+            async with trio.open_nursery() as calls:
+                results: list[ToolResult] = []
+
+                async def call() -> None:
+                    results.append(await local.call("s_wait_for_stop", {}, source.signal))
+
+                calls.start_soon(call)
+                await remote.started.wait()
+                source.cancel("user pressed stop")
+            await remote.published.wait_for(2)
+        closed = await local.call("s_echo", {"text": "hi"}, CancelSource().signal)
+        nursery.cancel_scope.cancel()
+
+    assert "hi" == text_of(echoed)
+    assert [trio_tools.TOOL_ABORTED] == [result.code for result in results]
+    assert [CancelReason("CANCELLED", REQUEST_CANCELLED)] == remote.reasons
+    assert MCP_CONNECTION_LOST == closed.code

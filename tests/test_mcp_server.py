@@ -299,3 +299,23 @@ async def test_server_version_is_reported(era: Era) -> None:
     if era == "legacy":
         assert info is not None
         assert ("demo", "1.2.3") == (info.name, info.version)
+
+
+async def test_a_request_cancelled_before_its_handler_ran_never_starts_the_body() -> None:
+    """The in-process client calls from a scope that is already cancelled: the handler
+    first runs with its request over (as when a cancel notice or the connection's end is
+    read right behind the request).  The call is pre-aborted: the body never starts."""
+    served = make_served()
+    reasons: list[CancelReason | None] = []
+    served.registry.add_observer(lambda execution, result: reasons.append(execution.signal.reason))
+    async with open_client(server(served.registry, name="demo"), "modern") as (client, _):
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await client.call_tool("wait_for_stop", {})
+
+    assert scope.cancelled_caught
+    assert not served.started.is_set()
+    assert [("wait_for_stop", trio_tools.TOOL_ABORTED_BEFORE_DISPATCH)] == [
+        (name, result.code) for name, result in served.published
+    ]
+    assert [CancelReason("CANCELLED", CALLER_CANCELLED)] == reasons

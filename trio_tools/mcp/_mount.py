@@ -27,7 +27,7 @@ from .._execution import ToolDefinition, ToolDispatchExecution, ToolRunContext
 from .._input import ExecutionToken
 from .._json import thaw
 from .._registry import AroundWrapper, Registration, ToolRegistry
-from .._results import INVALID_ARGS, ToolOutput, ToolResult, replace_result
+from .._results import INVALID_ARGS, TOOL_FAILED, ToolOutput, ToolResult, replace_result
 from .._util import check_timeout_value
 from ._convert import MCP_CONNECTION_LOST, progress_from_mcp, tool_result
 
@@ -44,6 +44,19 @@ class MCPConnectionLostError(Exception):
 
 class MCPRequestError(Exception):
     """The MCP server answered ``tools/call`` with a JSON-RPC error (``TOOL_FAILED``)."""
+
+
+class MCPRemoteError(Exception):
+    """The remote result was an error: raised so that it beats a late cancellation.
+
+    A tool failure beats cancellation, and a body can only report one by raising; the
+    mount's wrapper then puts the exact remote result in place of the error this makes.
+    """
+
+    def __init__(self, result: ToolResult) -> None:
+        error = result.error
+        self.code = error.code if error is not None else TOOL_FAILED
+        super().__init__(error.message if error is not None else "")
 
 
 class ToolArgsError(Exception):
@@ -163,6 +176,8 @@ def _remote_call(
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             ctx.report_progress(progress_from_mcp(progress, total, message))
 
+        if _closed(client):
+            raise MCPConnectionLostError("MCP connection lost: the client is closed")
         try:
             reply = await client.call_tool(
                 remote_name, plain, progress_callback=on_progress, meta=_request_meta(ctx)
@@ -175,12 +190,30 @@ def _remote_call(
             raise MCPConnectionLostError("MCP connection lost") from None
         result = tool_result(reply)
         stash[ctx.token] = result
-        # The content and meta stand in for the remote result until the mount's wrapper
-        # (see _remote_results) puts the whole result in place.
+        # Until the mount's wrapper (see _remote_results) puts the whole result in place,
+        # an error stands in as a raise (it beats a cancellation that came meanwhile), a
+        # success as its content and meta.
+        if result.is_error:
+            raise MCPRemoteError(result)
         return ToolOutput(content=result.content, meta=result.meta)
 
     call_remote_tool.__qualname__ = call_remote_tool.__name__ = f"mcp_tool_{remote_name}"
     return call_remote_tool
+
+
+def _closed(client: Client | ClientSession) -> bool:
+    """Whether ``client`` is an ``mcp.Client`` whose ``async with`` has exited.
+
+    Its calls would raise ``RuntimeError``; a closed ``ClientSession`` already answers
+    with the SDK's connection-closed error, which maps to the same code.
+    """
+    if not isinstance(client, Client):
+        return False
+    try:
+        client.session  # noqa: B018 - the SDK's own check that the client is connected
+    except RuntimeError:
+        return True
+    return False
 
 
 def _remote_results(stash: _Stash) -> AroundWrapper:
@@ -189,9 +222,9 @@ def _remote_results(stash: _Stash) -> AroundWrapper:
     ) -> ToolResult:
         result = await call_next()
         remote = stash.pop(execution.token, None)
-        # Only the body's own success stands in for the remote result: an error made
+        # Only the body's own stand-in is replaced by the remote result: an error made
         # after it (cancellation, a timeout, an inner wrapper's) stays.
-        if remote is None or result.is_error or result.content != remote.content:
+        if remote is None or not _stands_in(result, remote):
             return result
         if result.additional_contexts:
             return replace_result(
@@ -200,3 +233,15 @@ def _remote_results(stash: _Stash) -> AroundWrapper:
         return remote
 
     return put_remote_result_in_place
+
+
+def _stands_in(result: ToolResult, remote: ToolResult) -> bool:
+    """Whether ``result`` is what the mounted body made of ``remote`` (see _remote_call)."""
+    if not remote.is_error:
+        return not result.is_error and result.content == remote.content
+    error = result.error
+    return (
+        error is not None
+        and error.name == MCPRemoteError.__name__
+        and error.code == (remote.error.code if remote.error is not None else TOOL_FAILED)
+    )

@@ -155,6 +155,13 @@ async def _serve_call(
 ) -> ToolResult:
     """Run one request's call; raise the SDK's cancellation if the request ended."""
     source = CancelSource()
+    try:
+        # Free unless cancelled: the request can end before its handler first runs (its
+        # cancel notice, or the connection's end, read right behind it).  Then the call
+        # is pre-aborted: its body must not run.  The final checkpoint raises again.
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except trio.Cancelled:
+        source.cancel(_request_end_reason(ctx))
     progress = _Progress(ctx, source.signal)
     call = _execution_input(ctx, params, source.signal, progress.report)
     watch = _RequestWatch(ctx, source)
