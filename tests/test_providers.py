@@ -984,6 +984,47 @@ def test_a_stream_with_no_tool_calls_has_none() -> None:
     assert () == assemble(openai_responses, responses_stream([], [])[:3])
 
 
+def test_an_anthropic_server_tool_streams_its_input_and_is_skipped() -> None:
+    """A server tool (web search, run by Anthropic itself) streams its input as
+    ``input_json_delta``\\ s too: they are skipped, like its block in ``tool_calls``."""
+    adapter = pydantic.TypeAdapter(anthropic_types.RawMessageStreamEvent)
+    server_tool = [
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "trio"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+    ]
+    tool_use = [
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Lyon"}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+    ]
+
+    calls = assemble(anthropic, [adapter.validate_python(e) for e in server_tool + tool_use])
+
+    assert (ToolCall("t1", "get_weather", '{"city": "Lyon"}'),) == calls
+
+
 def test_an_anthropic_tool_use_without_deltas_has_its_start_input() -> None:
     events = [
         {

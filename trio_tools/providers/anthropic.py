@@ -135,15 +135,18 @@ class StreamAssembler:
     :meth:`feed` every event, in order; :meth:`tool_calls` gives the calls assembled so
     far.  A call starts with ``content_block_start`` (a ``tool_use`` block, matched by its
     ``index``); ``content_block_delta`` events with an ``input_json_delta`` add pieces of
-    its input JSON.  Other events are ignored.  A stream cut off in the middle of a
-    call's input leaves it as the partial text: running the call then reports
-    ``INVALID_ARGS``.
+    its input JSON.  Other events are ignored, and so is the input that other blocks
+    stream (server tools, such as web search, which Anthropic runs itself).  A stream cut
+    off in the middle of a call's input leaves it as the partial text: running the call
+    then reports ``INVALID_ARGS``.
     """
 
-    __slots__ = ("_calls",)
+    __slots__ = ("_calls", "_others")
 
     def __init__(self) -> None:
         self._calls: dict[int, PartialCall] = {}
+        # The other blocks started: server tools stream their input as deltas too.
+        self._others: set[int] = set()
 
     def __repr__(self) -> str:
         return f"<anthropic.StreamAssembler with {len(self._calls)} call(s)>"
@@ -154,7 +157,7 @@ class StreamAssembler:
         Raises:
             TypeError: ``event`` is neither a dict nor an SDK object.
             ValueError: ``event`` has no ``type``, or an ``input_json_delta`` belongs to
-                no ``tool_use`` block that was started.
+                no block that was started.
         """
         data = plain(event, "event")
         kind = data.get("type")
@@ -162,9 +165,11 @@ class StreamAssembler:
             raise ValueError(f"not a Messages stream event (no 'type'): {data!r}")
         if kind == "content_block_start":
             block = plain(data.get("content_block"), "content block")
-            if block.get("type") != "tool_use":
-                return
             index = data.get("index")
+            if block.get("type") != "tool_use":
+                if isinstance(index, int):
+                    self._others.add(index)
+                return
             if not isinstance(index, int):
                 raise ValueError(f"content_block_start without an int 'index': {data!r}")
             partial = self._calls[index] = PartialCall(block.get("id"), block.get("name"))
@@ -176,6 +181,8 @@ class StreamAssembler:
             index = data.get("index")
             found = self._calls.get(index) if isinstance(index, int) else None
             if found is None:
+                if index in self._others:
+                    return  # a server tool's input (Anthropic runs it itself)
                 raise ValueError(f"input_json_delta for no started tool_use block: {data!r}")
             found.parts.append(delta.get("partial_json") or "")
 
