@@ -157,6 +157,17 @@ EXPECTED: dict[str, list[Run]] = {
     ],
     # Served over stdio; with no client (stdin at its end) it stops at once.
     "mcp_server.py": [Run(stdin=b"", expected=())],
+    "mcp_http.py": [
+        Run(
+            expected=(
+                "mounted: remote_word_count, remote_slow_search",
+                'result  call-1 OK: {"words":4}',
+                "result  call-2 ABORTED: Error: tool call aborted",
+                "[server] slow_search published ABORTED",
+                "server stopped",
+            )
+        )
+    ],
     # Written by other people: only what their purpose guarantees.
     "timeouts.py": [Run(expected=("TOOL_TIMEOUT",))],
     "agent_turn.py": [Run(expected=("ABORTED_BEFORE_DISPATCH (synthetic)", "balanced"))],

@@ -498,6 +498,28 @@ async def test_openai_tool_calls_drop_strict_nulls_with_registry(api: Any) -> No
     assert "walk via 0 point(s), max None" == outcome.results[0].text
 
 
+async def test_strict_nulls_are_dropped_beside_an_integer_of_any_size() -> None:
+    """JSON text parses as the registry parses it: an integer past Python's int-from-text
+    digit limit does not keep the strict nulls beside it from being dropped."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def count(n: int, unit: str = "items") -> str:
+        """Count."""
+        return f"{n == 10**5000} of {unit}"
+
+    huge = "1" + "0" * 5000  # past sys.get_int_max_str_digits() (4300)
+    message = chat_message(("call_1", "count", f'{{"n": {huge}, "unit": null}}'))
+
+    [call] = openai_chat.tool_calls(message, registry=registry)
+
+    assert ToolCall("call_1", "count", f'{{"n":{huge}}}') == call
+    outcome = await trio_tools.run_tool_calls(
+        registry, [call], signal=trio_tools.CancelSource().signal
+    )
+    assert "True of items" == outcome.results[0].text
+
+
 def test_anthropic_tool_calls_drop_strict_nulls_with_registry() -> None:
     message = anthropic_message(("toolu_1", "plan_route", STRICT_NULLS))
 

@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
+from .._json import _parse_int, to_compact_json
 from .._json import thaw as _thaw
-from .._json import to_compact_json
 from .._registry import ToolRegistry
 from .._results import AdditionalContext, ImageBlock, TextBlock, ToolResult
 from .._scheduler import BatchOutcome, ToolCall
@@ -155,7 +155,10 @@ def _reject_constant(text: str) -> object:
     raise ValueError(f"{text} is not JSON")
 
 
-_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_reject_constant)
+# As the registry parses arguments: integers of any size (past Python's digit limit too).
+_DECODER = json.JSONDecoder(
+    parse_int=_parse_int, parse_float=_finite_float, parse_constant=_reject_constant
+)
 
 
 def drop_unset_nulls(registry: ToolRegistry | None, name: str, arguments: object) -> object:
