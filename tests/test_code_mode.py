@@ -457,6 +457,26 @@ async def test_parallel_sub_calls_overlap_up_to_the_limit() -> None:
     assert 3 == lab.max_active
 
 
+async def test_overlapping_sub_calls_start_in_the_programs_order() -> None:
+    """Calls dispatched together enter the registry (its pre-execute hooks first) in the
+    order the program made them, whatever order Trio runs their tasks in."""
+    lab = make_lab()
+    entered: list[str] = []
+
+    async def hook(execution: ToolExecution, call_next: PreNext) -> Any:
+        entered.append(execution.call_id)
+        return await call_next()
+
+    lab.registry.add_pre_execute(hook)
+    # Trio runs a batch of new tasks forwards or backwards at random: 12 rounds of 5.
+    code = "for _ in range(12):\n    await asyncio.gather(*(tools.par(i=i) for i in range(5)))"
+
+    result = await lab.run(code)
+
+    assert ok("") == result
+    assert [f"{OUTER}:code:{n}" for n in range(1, 61)] == entered[1:]
+
+
 async def test_an_exclusive_sub_call_runs_alone() -> None:
     """Calls start in program order; the exclusive one waits for the running call and holds
     back the one after it."""

@@ -266,6 +266,39 @@ def test_ignored_sigint_stays_ignored_after_the_first_press() -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+class UnhashableHandler:
+    """A handler object that defines ``__eq__`` only (so it is unhashable); counts presses."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.presses += 1
+
+
+def test_an_unhashable_previous_handler_gets_the_second_press() -> None:
+    source = CancelSource()
+    handler = UnhashableHandler()
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+
+        async def main() -> None:
+            with open_sigint_cancel(source):
+                signal.raise_signal(signal.SIGINT)
+                await source.signal.wait_cancelled()
+                signal.raise_signal(signal.SIGINT)  # goes to the handler before the block
+                await trio.lowlevel.checkpoint()
+
+        run(main)
+        assert 1 == handler.presses
+        assert handler is signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_outside_trio_run_raises() -> None:
     with pytest.raises(RuntimeError), open_sigint_cancel(CancelSource()):
         pass

@@ -52,7 +52,7 @@ def open_sigint_cancel(source: CancelSource, *, reason: str = "interrupted") -> 
         previous = signal.default_int_handler
     pressed = False
     # Falling back to another block's handler is that block's press, not an interrupt.
-    interrupts = previous != signal.SIG_IGN and previous not in _HANDLERS
+    interrupts = previous != signal.SIG_IGN and not any(previous is h for h in _HANDLERS)
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         nonlocal pressed

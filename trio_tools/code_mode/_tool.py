@@ -78,13 +78,17 @@ def _reply(result: ToolResult) -> Mapping[str, object]:
 
 
 class _Pending:
-    __slots__ = ("done", "input", "parallel", "reply")
+    __slots__ = ("after", "done", "entered", "input", "parallel", "reply")
 
     def __init__(self, input: ToolExecutionInput, parallel: bool) -> None:
         self.input = input
         self.parallel = parallel
         self.done = trio.Event()
         self.reply: Mapping[str, object] = _REJECTED
+        # Set once the call has entered the registry (or was dropped): the next call to
+        # start waits for it, so calls enter in the program's order.
+        self.entered = trio.Event()
+        self.after: trio.Event | None = None  # the previous started call's ``entered``
 
 
 async def _replied(reply: Mapping[str, object]) -> Mapping[str, object]:
@@ -118,6 +122,7 @@ class _SubCalls:
         self.exclusive_running = False
         self.closed = False
         self.all_done = trio.Event()
+        self.last_entered: trio.Event | None = None
 
     def call(self, name: str, arguments: object) -> Awaitable[Mapping[str, object]]:
         """The runtime's ``call_tool``: take the call's place in line now; await the reply.
@@ -161,11 +166,17 @@ class _SubCalls:
             queue.popleft()
             self.running += 1
             self.exclusive_running = not head.parallel
+            # Tasks started together run in no fixed order: each waits for its predecessor.
+            head.after, self.last_entered = self.last_entered, head.entered
             assert self.nursery is not None
             self.nursery.start_soon(self._dispatch, head)
 
     async def _dispatch(self, pending: _Pending) -> None:
         try:
+            after = pending.after
+            if after is not None and not after.is_set():
+                await after.wait()
+            pending.entered.set()  # the next call enters once this one yields, in the registry
             if self.signal.cancelled:
                 await trio.lowlevel.checkpoint()
                 return  # settled between scheduling and starting: never dispatched
@@ -173,6 +184,7 @@ class _SubCalls:
             self._forward(result)
             pending.reply = _reply(result)
         finally:
+            pending.entered.set()
             self.running -= 1
             if not pending.parallel:
                 self.exclusive_running = False
