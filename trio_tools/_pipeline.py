@@ -198,9 +198,9 @@ async def run_call(
     # Publish the same object that is returned.
     if _hooks is not None:
         _hooks.published = result
-    if stages.instruments is not None:
-        view = run._execution  # made at entry, the one every stage saw
-        try:
+    try:
+        if stages.instruments is not None:
+            view = run._execution  # made at entry, the one every stage saw
             if started is None:  # one instrument, no context manager: the usual case
                 try:
                     stages.instruments.finished(view, result)
@@ -208,17 +208,14 @@ async def run_call(
                     stages.instruments.finish_failed()
             else:
                 stages.instruments.finish(started, view, result)
-        except BaseException:
-            # An instrument's KeyboardInterrupt: the observers still get the one result.
-            if stages.observers:
-                await publish(run, result)
-            run._execution = None
-            raise
-    if stages.observers:
-        await publish(run, result)
-    # The call is over: drop the run's view, which refers back to the run, so that
-    # reference counting frees the call's objects now rather than the cyclic GC later.
-    run._execution = None
+    finally:
+        # Also after an instrument's KeyboardInterrupt: the observers still get the one
+        # result (as in `abandon`).
+        if stages.observers:
+            await publish(run, result)
+        # The call is over: drop the run's view, which refers back to the run, so that
+        # reference counting frees the call's objects now rather than the cyclic GC later.
+        run._execution = None
     return result
 
 
