@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import attrs
 import msgspec
@@ -411,3 +412,52 @@ async def test_batches_of_failing_calls_leave_no_cycles() -> None:
             assert all(result.is_error for result in outcome.results)
         found = garbage()
     assert found == {}, f"batches of failing calls left reference cycles: {found.most_common(10)}"
+
+
+@pytest.mark.parametrize("own_scope", [False, True], ids=["bare wait", "wait in own scope"])
+async def test_gates_that_wait_leave_no_cycles(own_scope: bool) -> None:
+    """A pre-execute hook that waits gets the gate's scope entered where it waits (placed
+    outside the hook's own scopes): allowed after its wait, interrupted by the caller's
+    signal, or cancelled by an enclosing scope, the call leaves nothing for the collector."""
+    registry = build(staged=False)
+    gate_open = trio.Event()
+
+    async def hook(exec: ToolExecution, call_next: Callable[[], Any]) -> Any:
+        if own_scope:
+            with trio.fail_after(3600):
+                await gate_open.wait()
+        else:
+            await gate_open.wait()
+        return await call_next()
+
+    registry.add_pre_execute(hook)
+
+    async def one_round() -> list[str | None]:
+        codes: list[str | None] = []
+        source = CancelSource()
+        async with trio.open_nursery() as nursery:
+
+            async def interrupted() -> None:
+                codes.append((await call(registry, "ok", source)).code)
+
+            nursery.start_soon(interrupted)
+            await trio.testing.wait_all_tasks_blocked()
+            source.cancel("enough")
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, registry, "ok", CancelSource())
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        codes.append("ambient" if scope.cancelled_caught else "not cancelled")
+        gate_open.set()
+        codes.append((await call(registry, "ok", CancelSource())).code)
+        return codes
+
+    expected = ["ABORTED_BEFORE_DISPATCH", "ambient", None]
+    assert await one_round() == expected  # warm up every path first
+    with collector_off() as garbage:
+        for _ in range(300):
+            gate_open = trio.Event()
+            assert await one_round() == expected
+        found = garbage()
+    assert found == {}, f"waiting gates left reference cycles: {found.most_common(10)}"

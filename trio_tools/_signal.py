@@ -85,7 +85,8 @@ class CancelSignal(metaclass=NoPublicConstructor):
     __slots__ = ("__weakref__", "_listeners", "_parents", "_reason")
 
     _reason: CancelReason | None
-    # Listeners under ``next(_keys)`` keys, and scopes bound by ``_bind`` under themselves.
+    # Listeners under ``next(_keys)`` keys, scopes bound by ``_bind`` under themselves, and
+    # the gate's scope (a no-op until it is entered) under its call's state (``_gate``).
     _listeners: dict[object, Listener | trio.CancelScope]
     # A derived signal's parents while it listens to them (``_derived``); else empty.
     _parents: tuple[CancelSignal, ...]
@@ -208,10 +209,11 @@ def _propagate(root: CancelSignal, reason: CancelReason) -> BaseException | None
         for key, fn in items:
             if listeners.pop(key, None) is None:
                 continue
-            if fn is key and isinstance(fn, trio.CancelScope):
-                # A scope bound by `_bind` (every call's body scope), the usual listener:
-                # cancelled directly, with the reason text built once for all the scopes of
-                # this signal.
+            if isinstance(fn, trio.CancelScope) and type(key) is not int:
+                # A scope bound by `_bind` (every call's body scope), the usual listener,
+                # or the gate's (under its call): cancelled directly, with the reason text
+                # built once for all the scopes of this signal.  (`add_listener`'s keys are
+                # ints: what it got is called, whatever it is.)
                 if text is None or text_for is not reason:
                     text, text_for = _scope_reason(reason), reason
                 try:
