@@ -28,6 +28,7 @@ from helpers_registry import (
 
 import trio_tools._lazy_scope as lazy_scope
 from trio_tools import (
+    ApprovalAnswer,
     ApprovalRequest,
     Ask,
     CancelSource,
@@ -42,33 +43,34 @@ from trio_tools import (
 Hook = Callable[[ToolExecution, PreNext], Awaitable[PreDecision]]
 
 
+class GateHarness(Harness):
+    """A harness whose tool records each run of its body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body_runs: list[str] = []
+
+        async def body(args: object, ctx: ToolRunContext) -> str:
+            self.body_runs.append("body")
+            return "done"
+
+        self.registry.register(define_tool(body, name=TOOL))
+
+
 @pytest.fixture(params=[True, False], ids=["scope entered at the first wait", "scope first"])
-def h(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Harness:
+def h(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> GateHarness:
     if request.param:
         assert lazy_scope.LAZY, "this Trio lacks the internals the lazy scope needs"
     monkeypatch.setattr(lazy_scope, "LAZY", request.param)
-    harness = Harness()
-    body_runs: list[str] = []
-
-    async def body(args: object, ctx: ToolRunContext) -> str:
-        body_runs.append("body")
-        return "done"
-
-    harness.registry.register(define_tool(body, name=TOOL))
-    harness.body_runs = body_runs  # type: ignore[attr-defined]
-    return harness
+    return GateHarness()
 
 
-def body_runs(h: Harness) -> list[str]:
-    return h.body_runs  # type: ignore[attr-defined,no-any-return]
-
-
-async def cancel_once_blocked(h: Harness) -> None:
+async def cancel_once_blocked(h: GateHarness) -> None:
     await trio.testing.wait_all_tasks_blocked()
     h.source.cancel("stop")
 
 
-async def run_cancelled(h: Harness, hook: Hook) -> Any:
+async def run_cancelled(h: GateHarness, hook: Hook) -> Any:
     """Execute with ``hook`` as the one pre-execute hook; cancel once everything blocks."""
     h.registry.add_pre_execute(hook)
     async with trio.open_nursery() as nursery:
@@ -78,7 +80,7 @@ async def run_cancelled(h: Harness, hook: Hook) -> Any:
     return pending.result
 
 
-async def test_a_hook_waiting_at_its_first_checkpoint_is_interrupted(h: Harness) -> None:
+async def test_a_hook_waiting_at_its_first_checkpoint_is_interrupted(h: GateHarness) -> None:
     seen: list[str] = []
 
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
@@ -91,12 +93,12 @@ async def test_a_hook_waiting_at_its_first_checkpoint_is_interrupted(h: Harness)
 
     assert aborted_before_dispatch() == await run_cancelled(h, hook)
     assert ["cancelled"] == seen
-    assert [] == body_runs(h)
+    assert [] == h.body_runs
     assert 0 == h.signal.statistics().listeners
 
 
 async def test_a_hook_waiting_inside_its_own_scope_is_interrupted_through_it(
-    h: Harness,
+    h: GateHarness,
 ) -> None:
     scopes: list[trio.CancelScope] = []
 
@@ -110,11 +112,11 @@ async def test_a_hook_waiting_inside_its_own_scope_is_interrupted_through_it(
     assert aborted_before_dispatch() == await run_cancelled(h, hook)
     assert not scopes[0].cancelled_caught
     assert not scopes[0].cancel_called
-    assert [] == body_runs(h)
+    assert [] == h.body_runs
 
 
 async def test_a_hook_whose_own_scope_fires_first_goes_on(
-    h: Harness, autojump_clock: trio.testing.MockClock
+    h: GateHarness, autojump_clock: trio.testing.MockClock
 ) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         with trio.move_on_after(1) as scope:
@@ -125,11 +127,11 @@ async def test_a_hook_whose_own_scope_fires_first_goes_on(
 
     h.registry.add_pre_execute(hook)
     assert ok("done") == await h.execute()
-    assert ["body"] == body_runs(h)
+    assert ["body"] == h.body_runs
     assert 0 == h.signal.statistics().listeners
 
 
-async def test_a_hook_that_waits_in_its_own_scope_and_allows_dispatches(h: Harness) -> None:
+async def test_a_hook_that_waits_in_its_own_scope_and_allows_dispatches(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         with trio.CancelScope():
             await trio.lowlevel.checkpoint()
@@ -139,13 +141,13 @@ async def test_a_hook_that_waits_in_its_own_scope_and_allows_dispatches(h: Harne
 
     h.registry.add_pre_execute(hook)
     assert ok("done") == await h.execute()
-    assert ["body"] == body_runs(h)
+    assert ["body"] == h.body_runs
     # Cancelling now reaches nothing left over from the gate.
     assert 0 == h.signal.statistics().listeners
     h.source.cancel("late")
 
 
-async def test_the_children_of_a_hooks_nursery_hear_the_signal(h: Harness) -> None:
+async def test_the_children_of_a_hooks_nursery_hear_the_signal(h: GateHarness) -> None:
     seen: list[str] = []
 
     async def child() -> None:
@@ -164,7 +166,7 @@ async def test_the_children_of_a_hooks_nursery_hear_the_signal(h: Harness) -> No
     assert ["child cancelled"] == seen
 
 
-async def test_a_hooks_nursery_parent_waiting_in_it_is_interrupted(h: Harness) -> None:
+async def test_a_hooks_nursery_parent_waiting_in_it_is_interrupted(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.sleep_forever)
@@ -174,7 +176,7 @@ async def test_a_hooks_nursery_parent_waiting_in_it_is_interrupted(h: Harness) -
     assert aborted_before_dispatch() == await run_cancelled(h, hook)
 
 
-async def test_a_shield_in_a_hook_holds_until_it_ends(h: Harness) -> None:
+async def test_a_shield_in_a_hook_holds_until_it_ends(h: GateHarness) -> None:
     release = trio.Event()
     seen: list[str] = []
 
@@ -200,7 +202,7 @@ async def test_a_shield_in_a_hook_holds_until_it_ends(h: Harness) -> None:
     assert ["shielded wait done", "cancelled after the shield"] == seen
 
 
-async def test_a_signal_fired_by_a_hook_interrupts_its_next_checkpoint(h: Harness) -> None:
+async def test_a_signal_fired_by_a_hook_interrupts_its_next_checkpoint(h: GateHarness) -> None:
     seen: list[str] = []
 
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
@@ -217,17 +219,17 @@ async def test_a_signal_fired_by_a_hook_interrupts_its_next_checkpoint(h: Harnes
     assert ["cancelled"] == seen
 
 
-async def test_a_signal_fired_by_a_hook_that_allows_aborts_before_dispatch(h: Harness) -> None:
+async def test_a_signal_fired_by_a_hook_that_allows_aborts_before_dispatch(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         h.source.cancel("from the hook")
         return await call_next()
 
     h.registry.add_pre_execute(hook)
     assert aborted_before_dispatch() == await h.execute()
-    assert [] == body_runs(h)
+    assert [] == h.body_runs
 
 
-async def test_a_hook_failing_after_firing_the_signal_is_a_failure(h: Harness) -> None:
+async def test_a_hook_failing_after_firing_the_signal_is_a_failure(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         h.source.cancel("from the hook")
         raise ValueError("broken")
@@ -236,7 +238,7 @@ async def test_a_hook_failing_after_firing_the_signal_is_a_failure(h: Harness) -
     assert error("ValueError", "PRE_EXECUTE_FAILED", "broken") == await h.execute()
 
 
-async def test_a_hook_failing_in_its_cleanup_is_a_failure(h: Harness) -> None:
+async def test_a_hook_failing_in_its_cleanup_is_a_failure(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         with trio.fail_after(3600):
             try:
@@ -250,7 +252,7 @@ async def test_a_hook_failing_in_its_cleanup_is_a_failure(h: Harness) -> None:
     )
 
 
-async def test_the_listener_is_attached_for_the_whole_gate(h: Harness) -> None:
+async def test_the_listener_is_attached_for_the_whole_gate(h: GateHarness) -> None:
     seen: list[int] = []
 
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
@@ -265,7 +267,7 @@ async def test_the_listener_is_attached_for_the_whole_gate(h: Harness) -> None:
     assert [1, 1, 0] == [*seen, h.signal.statistics().listeners]
 
 
-async def test_a_second_hook_waiting_in_its_scope_is_interrupted(h: Harness) -> None:
+async def test_a_second_hook_waiting_in_its_scope_is_interrupted(h: GateHarness) -> None:
     order: list[str] = []
 
     async def first(execution: ToolExecution, call_next: PreNext) -> PreDecision:
@@ -284,8 +286,8 @@ async def test_a_second_hook_waiting_in_its_scope_is_interrupted(h: Harness) -> 
     assert ["first", "second"] == order
 
 
-async def test_an_approver_waiting_in_its_own_scope_is_interrupted(h: Harness) -> None:
-    async def approver(request: ApprovalRequest) -> str:
+async def test_an_approver_waiting_in_its_own_scope_is_interrupted(h: GateHarness) -> None:
+    async def approver(request: ApprovalRequest) -> ApprovalAnswer:
         with trio.fail_after(3600):
             await trio.sleep_forever()
         raise AssertionError("unreachable")
@@ -295,10 +297,10 @@ async def test_an_approver_waiting_in_its_own_scope_is_interrupted(h: Harness) -
 
     h.registry.set_approver(approver)
     assert aborted_before_dispatch() == await run_cancelled(h, ask)
-    assert [] == body_runs(h)
+    assert [] == h.body_runs
 
 
-async def test_ambient_cancellation_of_a_hook_in_its_scope_is_raised(h: Harness) -> None:
+async def test_ambient_cancellation_of_a_hook_in_its_scope_is_raised(h: GateHarness) -> None:
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         with trio.fail_after(3600):
             await trio.sleep_forever()
@@ -319,7 +321,30 @@ async def test_ambient_cancellation_of_a_hook_in_its_scope_is_raised(h: Harness)
 def test_this_trio_gets_the_lazy_scope() -> None:
     """The project's pinned Trio has what the placement needs: the fast path is taken."""
     assert lazy_scope.LAZY
-    assert isinstance(ToolRegistry(), ToolRegistry)
+
+
+def interrupted_in_main_task(hook: Hook) -> list[str | None]:
+    """Execute one call gated by ``hook`` in ``trio.run``'s main task (where Trio delivers
+    ``KeyboardInterrupt``), expecting it to end in ``KeyboardInterrupt``; return the codes
+    published."""
+    registry = ToolRegistry()
+    published: list[str | None] = []
+    registry.add_observer(lambda execution, result: published.append(result.code))
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        return "done"
+
+    registry.register(define_tool(body, name=TOOL))
+    registry.add_pre_execute(hook)
+
+    async def main() -> None:
+        await registry.execute(
+            ToolExecutionInput(call_id="c", name=TOOL, arguments={}, signal=CancelSource().signal)
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    return published
 
 
 @pytest.mark.parametrize("where", ["status", "splice"])
@@ -340,15 +365,7 @@ def test_ctrl_c_as_a_waiting_gate_takes_its_scope_is_delivered_at_the_wait(
         return real(*args)
 
     monkeypatch.setattr(lazy_scope, "_splice" if where == "splice" else "status", interrupting)
-    registry = ToolRegistry()
-    published: list[str | None] = []
-    registry.add_observer(lambda execution, result: published.append(result.code))
     seen: list[str] = []
-
-    async def body(args: object, ctx: ToolRunContext) -> str:
-        return "done"
-
-    registry.register(define_tool(body, name=TOOL))
 
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         with trio.fail_after(3600):
@@ -359,34 +376,16 @@ def test_ctrl_c_as_a_waiting_gate_takes_its_scope_is_delivered_at_the_wait(
                 raise
         return await call_next()
 
-    registry.add_pre_execute(hook)
-
-    async def main() -> None:
-        # In the main task, where Trio delivers KeyboardInterrupt.
-        await registry.execute(
-            ToolExecutionInput(call_id="c", name=TOOL, arguments={}, signal=CancelSource().signal)
-        )
-
-    with pytest.raises(KeyboardInterrupt):
-        trio.run(main)
+    assert ["ABORTED_BEFORE_DISPATCH"] == interrupted_in_main_task(hook)
     assert ["SIGINT"] == raised
     assert ["interrupted at the wait"] == seen
-    assert ["ABORTED_BEFORE_DISPATCH"] == published
 
 
 @pytest.mark.parametrize("waits_first", [False, True], ids=["at once", "after a wait"])
 def test_a_hook_is_not_protected_from_ctrl_c(waits_first: bool) -> None:
     """The gate's own bookkeeping defers Trio's ``KeyboardInterrupt`` to the next
     checkpoint; a hook's code does not: it is interrupted where it runs, as before."""
-    registry = ToolRegistry()
-    published: list[str | None] = []
-    registry.add_observer(lambda execution, result: published.append(result.code))
     seen: list[str] = []
-
-    async def body(args: object, ctx: ToolRunContext) -> str:
-        return "done"
-
-    registry.register(define_tool(body, name=TOOL))
 
     async def hook(execution: ToolExecution, call_next: PreNext) -> PreDecision:
         if waits_first:
@@ -401,14 +400,5 @@ def test_a_hook_is_not_protected_from_ctrl_c(waits_first: bool) -> None:
             raise
         return await call_next()
 
-    registry.add_pre_execute(hook)
-
-    async def main() -> None:
-        await registry.execute(
-            ToolExecutionInput(call_id="c", name=TOOL, arguments={}, signal=CancelSource().signal)
-        )
-
-    with pytest.raises(KeyboardInterrupt):
-        trio.run(main)
+    assert ["ABORTED_BEFORE_DISPATCH"] == interrupted_in_main_task(hook)
     assert ["interrupted in the hook"] == seen
-    assert ["ABORTED_BEFORE_DISPATCH"] == published
