@@ -8,9 +8,14 @@ there, placed where it would have been had it been entered before the steps bega
 
 - :func:`status` is read before the steps start;
 - the steps are started with ``coro.send(None)``; if they finish, no scope was needed;
-- otherwise :func:`finish_under` enters the scope, moves it (:func:`_splice`) below any
+- otherwise :func:`finish_under` enters the scope, moves it (:func:`_splice`) outside any
   scopes the steps entered before suspending (a hook's ``with trio.fail_after(...)``, a
   nursery), and awaits the rest of the steps from where they suspended (:func:`_resume`).
+
+Between the suspension and Trio parking the task, the steps' own scopes are open but their
+frames are off the stack: that code (``finish_under``, ``_resume``, ``_splice``, and the
+gate itself) is protected from Trio's ``KeyboardInterrupt``, which Trio then delivers at
+the steps' wait; the steps themselves (``_gate.decide``) are not.
 
 From then on the steps run exactly as under ``with signal.open_scope():`` entered first:
 the same scope tree, so shields, nurseries and their children, and the scopes' own
