@@ -3,8 +3,9 @@
 ``test_gate_scope.py`` checks named cases; here Hypothesis writes the pre-execute hooks and
 the approver: small programs that wait, fire the caller's signal, raise, open cancel
 scopes (plain, ``move_on_after``, ``fail_after``, shielded) and nurseries with children,
-raise ``trio.Cancelled`` (or a group holding one) by hand, catch or swallow ``Cancelled``,
-and end by calling on, denying or asking.  The caller's
+start tasks with ``nursery.start()`` (into a nursery of their own, or one that outlives the
+call), raise ``trio.Cancelled`` (or a group holding one) by hand, catch or swallow
+``Cancelled``, and end by calling on, denying or asking.  The caller's
 signal and an enclosing scope are cancelled at generated times.  Each gate runs twice,
 with the scope entered where a step first waits (the registry's way) and with it entered
 before the first step, under the same virtual clock and scheduling seed; everything either
@@ -67,6 +68,9 @@ def programs(depth: int = 2) -> st.SearchStrategy[Program]:
     nested: list[st.SearchStrategy[Step]] = [
         st.tuples(st.just("scope"), st.sampled_from(SCOPES), st.sampled_from((1, 2)), inner),
         st.tuples(st.just("nursery"), st.lists(inner, max_size=2).map(tuple), inner),
+        # `nursery.start()`: into a nursery of the stage's own, or into one that outlives the
+        # call (the started task then leaves the gate's scope, as Trio moves it).
+        st.tuples(st.just("start"), st.sampled_from(("own", "outside")), inner, inner, inner),
         st.tuples(st.just("catch"), inner),
         st.tuples(st.just("swallow"), inner),
     ]
@@ -99,6 +103,18 @@ class Interpreter:
     def __init__(self, source: CancelSource, log: list[str]) -> None:
         self.source = source
         self.log = log
+        self.outside: trio.Nursery  # a nursery that outlives the call, set once it is open
+
+    async def started(
+        self,
+        before: Program,
+        after: Program,
+        where: str,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        await self.run(before, f"{where}.before")
+        task_status.started()
+        await self.run(after, f"{where}.after")
 
     async def run(self, program: Program, where: str) -> None:
         for index, step in enumerate(program):
@@ -137,6 +153,15 @@ class Interpreter:
                 for number, child in enumerate(children):
                     nursery.start_soon(self.run, child, f"{where}.child{number}")
                 await self.run(body, where)
+        elif kind == "start":
+            _, into, before, after, body = step
+            if into == "outside":
+                await self.outside.start(self.started, before, after, f"{where}.started")
+                await self.run(body, where)
+            else:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.started, before, after, f"{where}.started")
+                    await self.run(body, where)
         elif kind == "catch":
             try:
                 await self.run(step[1], where)
@@ -200,6 +225,7 @@ def run_gate(gate: Gate, lazy: bool) -> tuple[list[str], list[ToolResult], list[
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
+            interpreter.outside = nursery
             if gate.signal_at is not None:
 
                 async def cancel_signal(at: float) -> None:
@@ -219,6 +245,9 @@ def run_gate(gate: Gate, lazy: bool) -> tuple[list[str], list[ToolResult], list[
                 except BaseException as exc:
                     raised.append(type(exc).__name__)
                     raise
+            # What the call started outside it goes on (and hears a later signal, or not).
+            await trio.sleep(10)
+            log.append("after the call")
             nursery.cancel_scope.cancel()
 
     trio._core._run._r.seed(gate.seed)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
@@ -250,7 +279,7 @@ def test_the_generated_gates_reach_the_paths_that_differ() -> None:
         seed=0,
     )
     log, published, raised, listeners = run_gate(gate, lazy=True)
-    assert ["hook0.0 scope", "hook0.0.0 wait", "hook0.0.1 wait"] == log
+    assert ["hook0.0 scope", "hook0.0.0 wait", "hook0.0.1 wait", "after the call"] == log
     assert ["ABORTED_BEFORE_DISPATCH"] == [result.code for result in published]
     assert [] == raised
     assert 0 == listeners
