@@ -26,7 +26,6 @@ from ._execution import ToolExecution, _Run
 from ._failures import exception_result, stray_or_raise
 from ._outcomes import FinalResult, denied
 from ._results import PRE_EXECUTE_FAILED, ToolResult, aborted
-from ._signal import _scope_reason
 from ._stages import Approver, Guard, Stages
 from ._util import cancelled_here, safe_repr
 
@@ -61,8 +60,7 @@ async def gate(run: _Run) -> ToolResult | None:
             # the scope, cancelled by then, does with the exception (it absorbs its own
             # Cancelled, also out of a group).
             outcome = lazy_scope.INTERRUPTED
-            with trio.CancelScope() as scope:  # noqa: ASYNC100 (it filters, it waits for nothing)
-                scope.cancel(reason=_scope_reason(signal._reason))
+            with signal.open_scope():  # entered cancelled: it only filters
                 raise
         else:
             outcome = await lazy_scope.finish_under(signal, run, steps, trap, before)
