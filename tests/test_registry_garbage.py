@@ -461,3 +461,73 @@ async def test_gates_that_wait_leave_no_cycles(own_scope: bool) -> None:
             assert await one_round() == expected
         found = garbage()
     assert found == {}, f"waiting gates left reference cycles: {found.most_common(10)}"
+
+
+async def test_calls_that_start_work_leave_no_cycles() -> None:
+    """Bodies that start work with ``ctx.start_soon`` get the call's nursery opened there
+    (from the body's task or from a task of its own): finished, failed through a child,
+    interrupted by the caller's signal, or cancelled by an enclosing scope, the call leaves
+    nothing for the collector."""
+    registry = ToolRegistry()
+
+    async def child(fail: bool) -> None:
+        await trio.lowlevel.checkpoint()
+        if fail:
+            raise ValueError("child")
+
+    @registry.tool
+    async def starts(args: object, ctx: ToolRunContext) -> str:
+        """Starts a child from its own task, inside a scope of its own."""
+        with trio.CancelScope():
+            ctx.start_soon(child, False)
+            await trio.lowlevel.checkpoint()
+        return "done"
+
+    @registry.tool
+    async def fails(args: object, ctx: ToolRunContext) -> str:
+        """A child of a task of its own starts a failing child."""
+
+        async def helper() -> None:
+            ctx.start_soon(child, True)
+
+        async with trio.open_nursery() as own:
+            own.start_soon(helper)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    @registry.tool
+    async def parks(args: object, ctx: ToolRunContext) -> str:
+        """Starts a child, then waits until cancelled."""
+        ctx.start_soon(trio.sleep_forever)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def one_round() -> list[str | None]:
+        codes = [
+            (await call(registry, "starts", CancelSource())).code,
+            (await call(registry, "fails", CancelSource())).code,
+        ]
+        source = CancelSource()
+        async with trio.open_nursery() as nursery:
+
+            async def interrupted() -> None:
+                codes.append((await call(registry, "parks", source)).code)
+
+            nursery.start_soon(interrupted)
+            await trio.testing.wait_all_tasks_blocked()
+            source.cancel("enough")
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, registry, "parks", CancelSource())
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        codes.append("ambient" if scope.cancelled_caught else "not cancelled")
+        return codes
+
+    expected = [None, TOOL_FAILED, TOOL_ABORTED, "ambient"]
+    assert await one_round() == expected  # warm up every path first
+    with collector_off() as garbage:
+        for _ in range(300):
+            assert await one_round() == expected
+        found = garbage()
+    assert found == {}, f"calls that start work left reference cycles: {found.most_common(10)}"

@@ -27,6 +27,7 @@ from ._arguments import ArgumentParser, argument_parser, freeze_schema, schema_f
 from ._body import SIGNATURE_CONTEXT, check_class_body, is_async_body, keyword_call
 from ._failures import stray_or_raise
 from ._input import ExecutionToken
+from ._late_nursery import CLOSED, open_late
 from ._results import AdditionalContext, ContentBlock, Halt, ToolResult
 from ._signal import CancelSignal
 from ._util import NoPublicConstructor, check_timeout_value, logger
@@ -233,12 +234,18 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
     threads only.
     """
 
-    __slots__ = ("_nursery", "_signal")
+    # ``_nursery``: the manager of the call's nursery once opened (on the first
+    # ``start_soon``, see _late_nursery); ``_scope``: the body's cancel scope, which the
+    # nursery goes right inside, until the body settles (then ``None``: closed to new
+    # arrivals); ``_task``: the body's task, which the nursery belongs to.
+    __slots__ = ("_nursery", "_scope", "_signal", "_task")
 
-    def __init__(self, run: _Run, signal: CancelSignal, nursery: trio.Nursery) -> None:
+    def __init__(self, run: _Run, signal: CancelSignal, scope: trio.CancelScope) -> None:
         self._run = run
         self._signal = signal
-        self._nursery = nursery
+        self._nursery: Any = None
+        self._scope: trio.CancelScope | None = scope
+        self._task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
 
     @property
     def signal(self) -> CancelSignal:
@@ -279,7 +286,12 @@ class ToolRunContext(_View, metaclass=NoPublicConstructor):
         self._start_soon(fn, args)
 
     def _start_soon(self, fn: Callable[..., Awaitable[object]], args: tuple[object, ...]) -> None:
-        self._nursery.start_soon(_run_guarded, fn, args, name=fn)
+        manager = self._nursery
+        if manager is None:
+            if self._scope is None:  # the body has settled
+                raise RuntimeError(CLOSED)
+            manager = open_late(self)
+        manager._nursery.start_soon(_run_guarded, fn, args, name=fn)
 
     def defer_context(self, ctx: AdditionalContext) -> None:
         """Attach ``ctx`` to this call's result (kept also when the call is cancelled).

@@ -1,0 +1,185 @@
+"""The call's late-opened nursery against one opened before the body, over generated bodies.
+
+``test_late_nursery.py`` checks named cases; here Hypothesis writes the tool bodies: the
+programs of ``test_gate_scope_equivalence`` (waits, firing the caller's signal, raising,
+scopes of four kinds, nurseries with children, ``nursery.start()``, hand-raised
+``trio.Cancelled``, catching and swallowing), plus ``ctx.start_soon`` of a program from
+whichever task runs the step: the body's, a child of one of its nurseries, or a task it
+started into a nursery that outlives the call.  The caller's signal and an enclosing scope
+are cancelled at generated times.  Each body runs twice, with the call's nursery opened
+on the first ``ctx.start_soon`` (the registry's way) and before the body starts, under
+the same virtual clock and scheduling seed; everything either run shows must be the same.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+from test_gate_scope_equivalence import EXTERNAL, SCOPES, WAITS, Interpreter, Program, Step
+
+import trio_tools._dispatch as dispatch_module
+from trio_tools import (
+    CancelSource,
+    ToolExecutionInput,
+    ToolRegistry,
+    ToolResult,
+    ToolRunContext,
+    define_tool,
+)
+
+
+def programs(depth: int = 2) -> st.SearchStrategy[Program]:
+    wait = st.tuples(st.just("wait"), st.sampled_from(WAITS))
+    leaves: list[st.SearchStrategy[Step]] = [
+        wait,
+        wait,
+        wait,
+        st.just(("fire",)),
+        st.sampled_from((("raise",), ("raise_cancelled",), ("raise_group",))),
+    ]
+    if depth == 0:
+        return st.lists(st.one_of(leaves), max_size=3).map(tuple)
+    inner = programs(depth - 1)
+    nested: list[st.SearchStrategy[Step]] = [
+        st.tuples(st.just("spawn"), inner),
+        st.tuples(st.just("spawn"), inner),
+        st.tuples(st.just("scope"), st.sampled_from(SCOPES), st.sampled_from((1, 2)), inner),
+        st.tuples(st.just("nursery"), st.lists(inner, max_size=2).map(tuple), inner),
+        st.tuples(st.just("start"), st.sampled_from(("own", "outside")), inner, inner, inner),
+        st.tuples(st.just("catch"), inner),
+        st.tuples(st.just("swallow"), inner),
+    ]
+    return st.lists(st.one_of(*leaves, *nested), max_size=3).map(tuple)
+
+
+@attrs.frozen
+class Body:
+    program: Program
+    signal_at: float | None
+    ambient_at: float | None
+    seed: int
+
+
+bodies = st.builds(
+    Body,
+    program=programs(),
+    signal_at=st.sampled_from(EXTERNAL),
+    ambient_at=st.sampled_from(EXTERNAL),
+    seed=st.integers(0, 2**16),
+)
+
+
+class BodyInterpreter(Interpreter):
+    """The gate tests' interpreter, plus ``("spawn", program)``: ``ctx.start_soon``."""
+
+    ctx: ToolRunContext
+    spawned = 0
+
+    async def step(self, step: Step, where: str) -> None:
+        if step[0] != "spawn":
+            return await super().step(step, where)
+        self.log.append(f"{where} spawn")
+        label = f"{where}.spawned{self.spawned}"
+        self.spawned += 1
+        try:
+            self.ctx.start_soon(self.run, step[1], label)
+        except RuntimeError as exc:  # the call has settled
+            self.log.append(f"{where} refused: {exc}")
+
+
+def run_body(body: Body, late: bool) -> tuple[list[str], list[ToolResult], list[str], int]:
+    """Everything one run of ``body`` shows."""
+    log: list[str] = []
+    source = CancelSource()
+    interpreter = BodyInterpreter(source, log)
+    registry = ToolRegistry()
+
+    async def tool(args: object, ctx: ToolRunContext) -> str:
+        interpreter.ctx = ctx
+        await interpreter.run(body.program, "body")
+        return "done"
+
+    registry.register(define_tool(tool, name="tool"))
+    published: list[ToolResult] = []
+    registry.add_observer(lambda execution, result: published.append(result))
+    raised: list[str] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            interpreter.outside = nursery
+            if body.signal_at is not None:
+
+                async def cancel_signal(at: float) -> None:
+                    await trio.sleep(at)
+                    source.cancel("caller")
+
+                nursery.start_soon(cancel_signal, body.signal_at)
+            with trio.CancelScope() as outer:
+                if body.ambient_at is not None:
+                    outer.deadline = trio.current_time() + body.ambient_at
+                try:
+                    await registry.execute(
+                        ToolExecutionInput(
+                            call_id="c", name="tool", arguments={}, signal=source.signal
+                        )
+                    )
+                except BaseException as exc:
+                    raised.append(type(exc).__name__)
+                    raise
+            await trio.sleep(10)
+            log.append("after the call")
+            nursery.cancel_scope.cancel()
+
+    trio._core._run._r.seed(body.seed)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+    random.seed(body.seed)
+    saved: Any = dispatch_module.LATE
+    dispatch_module.LATE = late
+    try:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    except BaseException as exc:  # the run's own outcome is part of what it shows
+        raised.append(f"run: {type(exc).__name__}: {exc}")
+    finally:
+        dispatch_module.LATE = saved
+    return log, published, raised, source.signal.statistics().listeners
+
+
+@given(bodies)
+def test_a_late_nursery_and_an_early_one_are_alike(body: Body) -> None:
+    assert run_body(body, late=True) == run_body(body, late=False)
+
+
+def test_the_generated_bodies_reach_the_paths_that_differ() -> None:
+    """Work started from inside a scope of the body's, which a failing child then cancels:
+    the comparison is not between two runs that never took the late path."""
+    body = Body(
+        program=(
+            (
+                "scope",
+                "shield",
+                2,
+                (("spawn", (("wait", 1), ("raise",))), ("wait", 3)),
+            ),
+        ),
+        signal_at=None,
+        ambient_at=None,
+        seed=0,
+    )
+    log, published, raised, listeners = run_body(body, late=True)
+    assert log == [
+        "body.0 scope",
+        "body.0.0 spawn",
+        "body.0.1 wait",
+        "body.0.0.spawned0.0 wait",
+        "body.0.0.spawned0.1 raise",
+        "body.0 left, caught=False",
+        "after the call",
+    ]
+    assert [result.code for result in published] == ["TOOL_FAILED"]
+    assert (raised, listeners) == ([], 0)
+    assert run_body(body, late=False) == (log, published, raised, listeners)
