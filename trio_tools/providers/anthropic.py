@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, final
 
 from .._registry import ToolRegistry
-from .._results import ImageBlock
+from .._results import ImageBlock, TextBlock
 from .._scheduler import BatchOutcome, ToolCall
 from ._common import (
     PartialCall,
@@ -87,8 +87,11 @@ def tool_calls(message: object, *, registry: ToolRegistry | None = None) -> tupl
             continue
         call_id = field(block, "id", "a tool_use block")
         name = field(block, "name", "tool_use block {}", call_id)
-        arguments = thaw(block.get("input") or {})
-        calls.append(make_call(call_id, name, drop_unset_nulls(registry, name, arguments)))
+        raw = block.get("input")
+        arguments: object = thaw(raw) if raw else {}
+        if registry is not None:
+            arguments = drop_unset_nulls(registry, name, arguments)
+        calls.append(make_call(call_id, name, arguments))
     return tuple(calls)
 
 
@@ -110,12 +113,17 @@ def tool_results(calls: Sequence[ToolCall], outcome: BatchOutcome) -> list[dict[
     blocks: list[dict[str, Any]] = []
     for call, result in pair_results(calls, outcome):
         content: list[dict[str, Any]] = []
-        for part in content_parts(result):
-            if isinstance(part, ImageBlock):
-                source = {"type": "base64", "media_type": part.media_type, "data": part.data}
-                content.append({"type": "image", "source": source})
-            elif part.text:
-                content.append({"type": "text", "text": part.text})
+        parts = result.content
+        if len(parts) == 1 and type(parts[0]) is TextBlock:  # the common case: one text
+            if parts[0].text:
+                content.append({"type": "text", "text": parts[0].text})
+        else:
+            for part in content_parts(result):
+                if isinstance(part, ImageBlock):
+                    source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+                    content.append({"type": "image", "source": source})
+                elif part.text:
+                    content.append({"type": "text", "text": part.text})
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": call.call_id,

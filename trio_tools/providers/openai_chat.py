@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, final
 
 from .._registry import ToolRegistry
-from .._results import ImageBlock
+from .._results import ImageBlock, TextBlock
 from .._scheduler import BatchOutcome, ToolCall
 from ._common import (
     PartialCall,
@@ -122,6 +122,12 @@ def tool_results(calls: Sequence[ToolCall], outcome: BatchOutcome) -> list[dict[
     messages: list[dict[str, Any]] = []
     user_parts: list[dict[str, Any]] = []
     for call, result in pair_results(calls, outcome):
+        content = result.content
+        if len(content) == 1 and type(content[0]) is TextBlock:  # the common case
+            messages.append(
+                {"role": "tool", "tool_call_id": call.call_id, "content": content[0].text}
+            )
+            continue
         parts = content_parts(result)
         text = joined_text(parts)
         images = [part for part in parts if isinstance(part, ImageBlock)]
