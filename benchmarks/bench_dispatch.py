@@ -1184,7 +1184,7 @@ async def bench_memory(cfg: Config) -> None:
     diag(
         f"plain-Trio per-call shape (the body's coroutine in the task's own nursery): "
         f"extra {shape:.2f} KiB over the bare task, leaving {2.0 - shape:.2f} KiB of the goal "
-        f"to everything trio_tools keeps per call"
+        f"to a call of that shape"
     )
     diag(
         f"gc-tracked objects per in-flight call: execute {call_objects / n:.1f}, "
@@ -1195,7 +1195,8 @@ async def bench_memory(cfg: Config) -> None:
     )
     diag(
         f"trio_tools' own gc-tracked objects per parked call: {sum(library.values()) / n:.0f} "
-        f"bytes ({parts}); the rest is Trio's nursery, the task and the tool's coroutine"
+        f"bytes ({parts}); the rest is Trio's: the body's cancel scope (its nursery is "
+        f"opened only for work the body starts), the task and the tool's coroutine"
     )
 
 
