@@ -11,6 +11,7 @@ same outcome from both.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ import trio
 import trio.testing
 
 import trio_tools._dispatch as dispatch_module
+import trio_tools._late_nursery as late_nursery
 from trio_tools import (
     TOOL_ABORTED,
     TOOL_FAILED,
@@ -355,3 +357,83 @@ async def test_the_call_nursery_is_opened_only_for_work(late: bool) -> None:
     before = len(trio.lowlevel.current_task().child_nurseries)
     await outer()
     assert seen == [before if late else before + 1]
+
+
+def interrupted_in_main_task(body: Body) -> list[str | None]:
+    """Execute one call of ``body`` in ``trio.run``'s main task (where Trio delivers
+    ``KeyboardInterrupt``), expecting it to end in ``KeyboardInterrupt``; return the codes
+    published."""
+    registry = registry_of(body)
+    published: list[str | None] = []
+    registry.add_observer(lambda execution, result: published.append(result.code))
+
+    async def main() -> None:
+        await call(registry)
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    return published
+
+
+def test_ctrl_c_while_the_nursery_is_opened_late_is_delivered_at_the_next_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGINT that Trio turns into ``KeyboardInterrupt`` arriving while the registry
+    opens the call's nursery must not leave it half placed: it is delivered at the body's
+    next checkpoint, the work is cancelled, the call publishes ``ABORTED`` and the
+    ``KeyboardInterrupt`` leaves ``trio.run``."""
+    monkeypatch.setattr(dispatch_module, "LATE", True)
+    real = late_nursery._encloses
+    raised: list[str] = []
+
+    def interrupting(*args: Any) -> bool:
+        if not raised:
+            raised.append("SIGINT")
+            signal.raise_signal(signal.SIGINT)
+        return real(*args)
+
+    monkeypatch.setattr(late_nursery, "_encloses", interrupting)
+    seen: list[str] = []
+
+    async def work() -> None:
+        try:
+            await trio.sleep(3600)
+        except trio.Cancelled:
+            seen.append("work cancelled")
+            raise
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        async with trio.open_nursery():  # the task has a nursery: its place is looked up
+            ctx.start_soon(work)
+            seen.append("work started")
+            try:
+                await trio.sleep(1)
+            except KeyboardInterrupt:
+                seen.append("interrupted at the wait")
+                raise
+        return "unreachable"
+
+    assert interrupted_in_main_task(body) == [TOOL_ABORTED]
+    assert raised == ["SIGINT"]
+    assert seen == ["work started", "interrupted at the wait", "work cancelled"]
+
+
+def test_ctrl_c_in_a_body_with_work_cancels_the_work(late: bool) -> None:
+    seen: list[str] = []
+
+    async def work() -> None:
+        try:
+            await trio.sleep(3600)
+        except trio.Cancelled:
+            seen.append("work cancelled")
+            raise
+
+    async def body(args: object, ctx: ToolRunContext) -> str:
+        ctx.start_soon(work)
+        await trio.lowlevel.checkpoint()
+        signal.raise_signal(signal.SIGINT)
+        seen.append("not reached")
+        return "unreachable"
+
+    assert interrupted_in_main_task(body) == [TOOL_ABORTED]
+    assert seen == ["work cancelled"]
