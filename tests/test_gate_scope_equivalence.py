@@ -186,6 +186,67 @@ def ends(how: str, call_next: PreNext) -> Callable[[], Any]:
     return end
 
 
+def observe_call(
+    registry: ToolRegistry,
+    interpreter: Interpreter,
+    name: str,
+    *,
+    signal_at: float | None,
+    ambient_at: float | None,
+    seed: int,
+    switch: tuple[Any, str, bool],
+) -> tuple[list[ToolResult], list[str]]:
+    """Run one call of ``name`` in ``trio.run`` under a virtual clock and the scheduling
+    ``seed``, with the interpreter's signal fired at ``signal_at`` and an enclosing scope
+    cancelled at ``ambient_at``, and ``switch`` (module, flag, value) set meanwhile: the
+    results published, and what ``execute`` and the run raised.  A nursery that outlives
+    the call runs on for ten seconds after it."""
+    source = interpreter.source
+    published: list[ToolResult] = []
+    registry.add_observer(lambda execution, result: published.append(result))
+    raised: list[str] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            interpreter.outside = nursery
+            if signal_at is not None:
+
+                async def cancel_signal(at: float) -> None:
+                    await trio.sleep(at)
+                    source.cancel("caller")
+
+                nursery.start_soon(cancel_signal, signal_at)
+            with trio.CancelScope() as outer:
+                if ambient_at is not None:
+                    outer.deadline = trio.current_time() + ambient_at
+                try:
+                    await registry.execute(
+                        ToolExecutionInput(
+                            call_id="c", name=name, arguments={}, signal=source.signal
+                        )
+                    )
+                except BaseException as exc:
+                    raised.append(type(exc).__name__)
+                    raise
+            # What the call started outside it goes on (and hears a later signal, or not).
+            await trio.sleep(10)
+            interpreter.log.append("after the call")
+            nursery.cancel_scope.cancel()
+
+    trio._core._run._r.seed(seed)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
+    random.seed(seed)
+    module, flag, value = switch
+    saved = getattr(module, flag)
+    setattr(module, flag, value)
+    try:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    except BaseException as exc:  # the run's own outcome is part of what it shows
+        raised.append(f"run: {type(exc).__name__}: {exc}")
+    finally:
+        setattr(module, flag, saved)
+    return published, raised
+
+
 def run_gate(gate: Gate, lazy: bool) -> tuple[list[str], list[ToolResult], list[str], int]:
     """Everything one run of ``gate`` shows."""
     log: list[str] = []
@@ -219,47 +280,15 @@ def run_gate(gate: Gate, lazy: bool) -> tuple[list[str], list[ToolResult], list[
             return answer
 
         registry.set_approver(approver)
-    published: list[ToolResult] = []
-    registry.add_observer(lambda execution, result: published.append(result))
-    raised: list[str] = []
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            interpreter.outside = nursery
-            if gate.signal_at is not None:
-
-                async def cancel_signal(at: float) -> None:
-                    await trio.sleep(at)
-                    source.cancel("caller")
-
-                nursery.start_soon(cancel_signal, gate.signal_at)
-            with trio.CancelScope() as outer:
-                if gate.ambient_at is not None:
-                    outer.deadline = trio.current_time() + gate.ambient_at
-                try:
-                    await registry.execute(
-                        ToolExecutionInput(
-                            call_id="c", name=TOOL, arguments={}, signal=source.signal
-                        )
-                    )
-                except BaseException as exc:
-                    raised.append(type(exc).__name__)
-                    raise
-            # What the call started outside it goes on (and hears a later signal, or not).
-            await trio.sleep(10)
-            log.append("after the call")
-            nursery.cancel_scope.cancel()
-
-    trio._core._run._r.seed(gate.seed)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
-    random.seed(gate.seed)
-    saved = lazy_scope.LAZY
-    lazy_scope.LAZY = lazy
-    try:
-        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    except BaseException as exc:  # the run's own outcome is part of what it shows
-        raised.append(f"run: {type(exc).__name__}: {exc}")
-    finally:
-        lazy_scope.LAZY = saved
+    published, raised = observe_call(
+        registry,
+        interpreter,
+        TOOL,
+        signal_at=gate.signal_at,
+        ambient_at=gate.ambient_at,
+        seed=gate.seed,
+        switch=(lazy_scope, "LAZY", lazy),
+    )
     return log, published, raised, source.signal.statistics().listeners
 
 

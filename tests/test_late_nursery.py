@@ -56,6 +56,19 @@ async def call(
     )
 
 
+def waits_until_cancelled(log: list[str]) -> Callable[[], Awaitable[None]]:
+    """Work that waits until it is cancelled, and says so in ``log``."""
+
+    async def work() -> None:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            log.append("work cancelled")
+            raise
+
+    return work
+
+
 async def test_work_started_inside_the_bodys_own_nursery_closes_in_order(
     late: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -144,12 +157,7 @@ async def test_work_started_by_a_task_of_the_body_belongs_to_the_call(
     log: list[str] = []
     source = CancelSource()
 
-    async def work() -> None:
-        try:
-            await trio.sleep(100)
-        except trio.Cancelled:
-            log.append("work cancelled")
-            raise
+    work = waits_until_cancelled(log)
 
     async def helper(ctx: ToolRunContext) -> None:
         ctx.start_soon(work)
@@ -285,12 +293,7 @@ async def test_ambient_cancellation_reaches_started_work(
     log: list[str] = []
     published: list[ToolResult] = []
 
-    async def work() -> None:
-        try:
-            await trio.sleep(100)
-        except trio.Cancelled:
-            log.append("work cancelled")
-            raise
+    work = waits_until_cancelled(log)
 
     async def body(args: object, ctx: ToolRunContext) -> str:
         ctx.start_soon(work)
@@ -395,12 +398,7 @@ def test_ctrl_c_while_the_nursery_is_opened_late_is_delivered_at_the_next_wait(
     monkeypatch.setattr(late_nursery, "_encloses", interrupting)
     seen: list[str] = []
 
-    async def work() -> None:
-        try:
-            await trio.sleep(3600)
-        except trio.Cancelled:
-            seen.append("work cancelled")
-            raise
+    work = waits_until_cancelled(seen)
 
     async def body(args: object, ctx: ToolRunContext) -> str:
         async with trio.open_nursery():  # the task has a nursery: its place is looked up
@@ -421,12 +419,7 @@ def test_ctrl_c_while_the_nursery_is_opened_late_is_delivered_at_the_next_wait(
 def test_ctrl_c_in_a_body_with_work_cancels_the_work(late: bool) -> None:
     seen: list[str] = []
 
-    async def work() -> None:
-        try:
-            await trio.sleep(3600)
-        except trio.Cancelled:
-            seen.append("work cancelled")
-            raise
+    work = waits_until_cancelled(seen)
 
     async def body(args: object, ctx: ToolRunContext) -> str:
         ctx.start_soon(work)

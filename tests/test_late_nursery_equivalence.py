@@ -13,20 +13,22 @@ the same virtual clock and scheduling seed; everything either run shows must be 
 
 from __future__ import annotations
 
-import random
-from typing import Any
-
 import attrs
-import trio
-import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
-from test_gate_scope_equivalence import EXTERNAL, SCOPES, WAITS, Interpreter, Program, Step
+from test_gate_scope_equivalence import (
+    EXTERNAL,
+    SCOPES,
+    WAITS,
+    Interpreter,
+    Program,
+    Step,
+    observe_call,
+)
 
 import trio_tools._dispatch as dispatch_module
 from trio_tools import (
     CancelSource,
-    ToolExecutionInput,
     ToolRegistry,
     ToolResult,
     ToolRunContext,
@@ -106,46 +108,15 @@ def run_body(body: Body, late: bool) -> tuple[list[str], list[ToolResult], list[
         return "done"
 
     registry.register(define_tool(tool, name="tool"))
-    published: list[ToolResult] = []
-    registry.add_observer(lambda execution, result: published.append(result))
-    raised: list[str] = []
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            interpreter.outside = nursery
-            if body.signal_at is not None:
-
-                async def cancel_signal(at: float) -> None:
-                    await trio.sleep(at)
-                    source.cancel("caller")
-
-                nursery.start_soon(cancel_signal, body.signal_at)
-            with trio.CancelScope() as outer:
-                if body.ambient_at is not None:
-                    outer.deadline = trio.current_time() + body.ambient_at
-                try:
-                    await registry.execute(
-                        ToolExecutionInput(
-                            call_id="c", name="tool", arguments={}, signal=source.signal
-                        )
-                    )
-                except BaseException as exc:
-                    raised.append(type(exc).__name__)
-                    raise
-            await trio.sleep(10)
-            log.append("after the call")
-            nursery.cancel_scope.cancel()
-
-    trio._core._run._r.seed(body.seed)  # type: ignore[attr-defined]  # pyright: ignore[reportPrivateUsage]
-    random.seed(body.seed)
-    saved: Any = dispatch_module.LATE
-    dispatch_module.LATE = late
-    try:
-        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    except BaseException as exc:  # the run's own outcome is part of what it shows
-        raised.append(f"run: {type(exc).__name__}: {exc}")
-    finally:
-        dispatch_module.LATE = saved
+    published, raised = observe_call(
+        registry,
+        interpreter,
+        "tool",
+        signal_at=body.signal_at,
+        ambient_at=body.ambient_at,
+        seed=body.seed,
+        switch=(dispatch_module, "LATE", late),
+    )
     return log, published, raised, source.signal.statistics().listeners
 
 
