@@ -97,6 +97,33 @@ class Tools:
         return "<tools>"
 
 
+class Lines(asyncio.Protocol):
+    """The parent's lines, each handed to the channel as it arrives: a reply resolves its
+    call's future right in the loop's callback, with no task of its own to wake."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        start = 0
+        while (index := buffer.find(b"\n", start)) >= 0:
+            self.channel.received(bytes(buffer[start:index]))
+            start = index + 1
+        del buffer[:start]
+        if len(buffer) > MAX_LINE:
+            buffer.clear()
+            self.channel.closed(f"a message longer than {MAX_LINE} bytes")
+
+    def eof_received(self) -> None:
+        self.channel.closed("the parent closed the tool channel")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.channel.closed("the parent closed the tool channel")
+
+
 class Channel:
     """The protocol's child end, driven by one asyncio loop."""
 
@@ -105,6 +132,7 @@ class Channel:
         self.out_fd = out_fd
         self.count = 0
         self.pending: dict[int, asyncio.Future[dict[str, object]]] = {}
+        self.code: asyncio.Future[str] | None = None  # the program, the first line
 
     def send(self, message: dict[str, object]) -> None:
         # A blocking write from the loop: the parent always reads, and one writer (this
@@ -136,27 +164,33 @@ class Channel:
             raise ToolError(str(details.get("code")), str(details.get("message")))
         return reply.get("ok")
 
-    async def replies(self, reader: asyncio.StreamReader) -> None:
-        while line := await reader.readline():
-            reply = json.loads(line)
-            future = self.pending.get(reply.get("id"))
-            if future is not None and not future.done():
-                future.set_result(reply)
+    def received(self, line: bytes) -> None:
+        """One line from the parent: the program's code first, then a call's reply."""
+        message = json.loads(line)
+        if self.code is not None and not self.code.done():
+            self.code.set_result(str(message["code"]))
+            return
+        future = self.pending.get(message.get("id"))
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def closed(self, why: str) -> None:
+        """The parent's end of the channel is gone: nothing more will be answered."""
+        if self.code is not None and not self.code.done():
+            self.code.set_exception(ConnectionError(why))
         for future in self.pending.values():
             if not future.done():
-                future.set_exception(ConnectionError("the parent closed the tool channel"))
+                future.set_exception(ConnectionError(why))
 
     async def main(self) -> dict[str, object]:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MAX_LINE)
+        self.code = loop.create_future()
         pipe = os.fdopen(self.in_fd, "rb", buffering=0)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        code = str(json.loads(await reader.readline())["code"])
-        listener = asyncio.create_task(self.replies(reader))
+        transport, _ = await loop.connect_read_pipe(lambda: Lines(self), pipe)
         try:
-            return await self.run(code)
+            return await self.run(await self.code)
         finally:
-            listener.cancel()
+            transport.close()
 
     async def run(self, code: str) -> dict[str, object]:
         try:

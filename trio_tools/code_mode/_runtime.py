@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -179,12 +180,12 @@ class _ProtocolError(Exception):
 
 
 class _LineReader:
-    """Whole lines from a byte stream; ``b""`` at its end."""
+    """Whole lines from the child's pipe; ``b""`` at its end."""
 
-    __slots__ = ("_buffer", "_stream")
+    __slots__ = ("_buffer", "_fd")
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
-        self._stream = stream
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._fd = stream.fileno()
         self._buffer = bytearray()
 
     async def receive_line(self) -> bytes:
@@ -199,10 +200,29 @@ class _LineReader:
             if len(buffer) > _MAX_LINE:
                 raise _ProtocolError(f"a message longer than {_MAX_LINE} bytes")
             start = len(buffer)
-            chunk = await self._stream.receive_some(65536)
+            chunk = await self._receive()
             if not chunk:
                 return b""
             buffer += chunk
+
+    async def _receive(self) -> bytes:
+        """The next chunk of the pipe (``b""``: its end), as ``FdStream.receive_some`` reads
+        it, but with one schedule point per chunk, not two: the wait for the chunk when the
+        pipe is empty (the usual case: the child answers after the parent), else a
+        checkpoint after reading it."""
+        waited = False
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self._fd)
+                waited = True
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError from exc
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return chunk
 
 
 class _Session:
@@ -215,6 +235,7 @@ class _Session:
         self.runtime = runtime
         self.process = process
         self.stdin = process.stdin
+        self.stdin_fd = cast("trio.lowlevel.FdStream", process.stdin).fileno()
         self.stdout = process.stdout
         self.stderr = process.stderr
         self.call_tool = call_tool
@@ -243,7 +264,7 @@ class _Session:
 
     async def _serve(self, calls: trio.Nursery) -> dict[str, object] | None:
         """Answer the program's calls until its final message (``None``: it died)."""
-        reader = _LineReader(self.stdout)
+        reader = _LineReader(cast("trio.lowlevel.FdStream", self.stdout))
         try:
             while line := await reader.receive_line():
                 decoded: object = json.loads(line)
@@ -294,8 +315,15 @@ class _Session:
             await lock.acquire()
         try:
             # When the child is gone, how it ended is what the run reports.
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await self.stdin.send_all(data)
+            with contextlib.suppress(OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                # Written at once when the pipe has room (the usual case: every sender got
+                # here through a schedule point of its own); the rest as send_all does.
+                try:
+                    sent = os.write(self.stdin_fd, data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    await self.stdin.send_all(memoryview(data)[sent:])
         finally:
             lock.release()
 
