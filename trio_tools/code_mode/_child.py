@@ -106,6 +106,8 @@ class Lines(asyncio.Protocol):
         self.buffer = bytearray()
 
     def data_received(self, data: bytes) -> None:
+        if self.channel.gone is not None:
+            return  # nothing more is read once the channel is gone
         buffer = self.buffer
         buffer += data
         start = 0
@@ -133,6 +135,7 @@ class Channel:
         self.count = 0
         self.pending: dict[int, asyncio.Future[dict[str, object]]] = {}
         self.code: asyncio.Future[str] | None = None  # the program, the first line
+        self.gone: str | None = None  # why the parent's end is gone, once it is
 
     def send(self, message: dict[str, object]) -> None:
         # A blocking write from the loop: the parent always reads, and one writer (this
@@ -149,6 +152,8 @@ class Channel:
                 "NOT_JSON",
                 f"tool execution arguments must be losslessly JSON-serializable ({problem})",
             )
+        if self.gone is not None:
+            raise ConnectionError(self.gone)
         self.count += 1
         ident = self.count
         future: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
@@ -176,6 +181,8 @@ class Channel:
 
     def closed(self, why: str) -> None:
         """The parent's end of the channel is gone: nothing more will be answered."""
+        if self.gone is None:
+            self.gone = why
         if self.code is not None and not self.code.done():
             self.code.set_exception(ConnectionError(why))
         for future in self.pending.values():
