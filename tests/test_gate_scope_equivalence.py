@@ -52,7 +52,12 @@ EXTERNAL = (None, 0.5, 1.5, 3.5, 6.5)
 SCOPES = ("plain", "move_on_after", "fail_after", "shield")
 
 
-def programs(depth: int = 2) -> st.SearchStrategy[Program]:
+Extra = Callable[[st.SearchStrategy[Program]], list[st.SearchStrategy[Step]]]
+
+
+def programs(depth: int = 2, extra: Extra | None = None) -> st.SearchStrategy[Program]:
+    """Generated programs nesting up to ``depth`` deep; ``extra`` gives more kinds of
+    nested step, made from the strategy of the programs inside them."""
     wait = st.tuples(st.just("wait"), st.sampled_from(WAITS))
     # Waits weigh most: a failure ends a gate, so raising often would leave little to see.
     leaves: list[st.SearchStrategy[Step]] = [
@@ -64,8 +69,9 @@ def programs(depth: int = 2) -> st.SearchStrategy[Program]:
     ]
     if depth == 0:
         return st.lists(st.one_of(leaves), max_size=3).map(tuple)
-    inner = programs(depth - 1)
+    inner = programs(depth - 1, extra)
     nested: list[st.SearchStrategy[Step]] = [
+        *(extra(inner) if extra is not None else []),
         st.tuples(st.just("scope"), st.sampled_from(SCOPES), st.sampled_from((1, 2)), inner),
         st.tuples(st.just("nursery"), st.lists(inner, max_size=2).map(tuple), inner),
         # `nursery.start()`: into a nursery of the stage's own, or into one that outlives the

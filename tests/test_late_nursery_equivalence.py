@@ -18,12 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_gate_scope_equivalence import (
     EXTERNAL,
-    SCOPES,
-    WAITS,
     Interpreter,
     Program,
     Step,
     observe_call,
+    programs,
 )
 
 import trio_tools._dispatch as dispatch_module
@@ -36,28 +35,10 @@ from trio_tools import (
 )
 
 
-def programs(depth: int = 2) -> st.SearchStrategy[Program]:
-    wait = st.tuples(st.just("wait"), st.sampled_from(WAITS))
-    leaves: list[st.SearchStrategy[Step]] = [
-        wait,
-        wait,
-        wait,
-        st.just(("fire",)),
-        st.sampled_from((("raise",), ("raise_cancelled",), ("raise_group",))),
-    ]
-    if depth == 0:
-        return st.lists(st.one_of(leaves), max_size=3).map(tuple)
-    inner = programs(depth - 1)
-    nested: list[st.SearchStrategy[Step]] = [
-        st.tuples(st.just("spawn"), inner),
-        st.tuples(st.just("spawn"), inner),
-        st.tuples(st.just("scope"), st.sampled_from(SCOPES), st.sampled_from((1, 2)), inner),
-        st.tuples(st.just("nursery"), st.lists(inner, max_size=2).map(tuple), inner),
-        st.tuples(st.just("start"), st.sampled_from(("own", "outside")), inner, inner, inner),
-        st.tuples(st.just("catch"), inner),
-        st.tuples(st.just("swallow"), inner),
-    ]
-    return st.lists(st.one_of(*leaves, *nested), max_size=3).map(tuple)
+def spawns(inner: st.SearchStrategy[Program]) -> list[st.SearchStrategy[Step]]:
+    """``("spawn", program)``: ``ctx.start_soon`` of a program (weighed twice)."""
+    spawn = st.tuples(st.just("spawn"), inner)
+    return [spawn, spawn]
 
 
 @attrs.frozen
@@ -70,7 +51,7 @@ class Body:
 
 bodies = st.builds(
     Body,
-    program=programs(),
+    program=programs(extra=spawns),
     signal_at=st.sampled_from(EXTERNAL),
     ambient_at=st.sampled_from(EXTERNAL),
     seed=st.integers(0, 2**16),
