@@ -141,6 +141,29 @@ async def cancelled_call(registry: ToolRegistry) -> ToolResult:
     return results[0]
 
 
+async def interrupted_then_ambient(registry: ToolRegistry, name: str) -> list[str | None]:
+    """A call of ``name`` interrupted by its signal once it waits, then one cancelled by an
+    enclosing scope once it waits: the first one's code, then ``"ambient"`` if the scope
+    caught the second one's cancellation."""
+    codes: list[str | None] = []
+    source = CancelSource()
+    async with trio.open_nursery() as nursery:
+
+        async def interrupted() -> None:
+            codes.append((await call(registry, name, source)).code)
+
+        nursery.start_soon(interrupted)
+        await trio.testing.wait_all_tasks_blocked()
+        source.cancel("enough")
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, registry, name, CancelSource())
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    codes.append("ambient" if scope.cancelled_caught else "not cancelled")
+    return codes
+
+
 async def one_of_each(registry: ToolRegistry, source: CancelSource) -> list[str | None]:
     return [
         (await call(registry, "ok", source)).code,
@@ -433,22 +456,7 @@ async def test_gates_that_wait_leave_no_cycles(own_scope: bool) -> None:
     registry.add_pre_execute(hook)
 
     async def one_round() -> list[str | None]:
-        codes: list[str | None] = []
-        source = CancelSource()
-        async with trio.open_nursery() as nursery:
-
-            async def interrupted() -> None:
-                codes.append((await call(registry, "ok", source)).code)
-
-            nursery.start_soon(interrupted)
-            await trio.testing.wait_all_tasks_blocked()
-            source.cancel("enough")
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(call, registry, "ok", CancelSource())
-                await trio.testing.wait_all_tasks_blocked()
-                scope.cancel()
-        codes.append("ambient" if scope.cancelled_caught else "not cancelled")
+        codes = await interrupted_then_ambient(registry, "ok")
         gate_open.set()
         codes.append((await call(registry, "ok", CancelSource())).code)
         return codes
@@ -503,26 +511,11 @@ async def test_calls_that_start_work_leave_no_cycles() -> None:
         raise AssertionError("unreachable")
 
     async def one_round() -> list[str | None]:
-        codes = [
+        return [
             (await call(registry, "starts", CancelSource())).code,
             (await call(registry, "fails", CancelSource())).code,
+            *await interrupted_then_ambient(registry, "parks"),
         ]
-        source = CancelSource()
-        async with trio.open_nursery() as nursery:
-
-            async def interrupted() -> None:
-                codes.append((await call(registry, "parks", source)).code)
-
-            nursery.start_soon(interrupted)
-            await trio.testing.wait_all_tasks_blocked()
-            source.cancel("enough")
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(call, registry, "parks", CancelSource())
-                await trio.testing.wait_all_tasks_blocked()
-                scope.cancel()
-        codes.append("ambient" if scope.cancelled_caught else "not cancelled")
-        return codes
 
     expected = [None, TOOL_FAILED, TOOL_ABORTED, "ambient"]
     assert await one_round() == expected  # warm up every path first
