@@ -13,11 +13,11 @@ whatever the body raises).  So the nursery is opened on the first ``ctx.start_so
 - it takes its place among the body task's nurseries in the order they were opened;
 - it belongs to the body's task, whichever task or thread asks for it.
 
-At the end of the body, :func:`close_late` closes it as ``async with`` would have, with
-what the body raised.  A call that never opened one still gets the nursery's exit
-behaviour: a shielded schedule point, and whatever the body raised passed through a
-nursery opened there and then (so the failure, or a ``KeyboardInterrupt`` arriving at that
-schedule point, comes out exactly as from the nursery).
+At the end of the body, the nursery is closed as its ``async with`` would have closed it:
+:func:`close_late` when the body returned, :func:`raise_through` with what it raised.  A
+call that never opened one still gets the nursery's exit behaviour: a shielded schedule
+point when the body returned, and what it raised passed through a nursery opened there and
+then (:func:`open_now`), so that it comes out exactly as from the nursery.
 
 Opening late rearranges Trio's cancel-status tree through internals (stable since Trio
 0.12: see :func:`_can_open_late`).  Should a Trio lack them, :data:`LATE` is false and the
