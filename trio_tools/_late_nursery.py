@@ -69,12 +69,14 @@ def open_late(ctx: Any) -> Any:
         task._activate_cancel_status(status)
     else:  # the body's scopes, and everything inside them, move under the nursery's
         outermost.parent = status  # recalculated: the same cancellation as before
-    # Trio builds a nursery for the task's current status: that of its scope.
+    # Trio builds a nursery for the task's current status, which must be its scope's: the
+    # task's innermost status stands aside while it is built.
+    innermost = task._cancel_status
     task._cancel_status = status
     try:
         nursery = Nursery._create(task, inner, manager.strict_exception_groups)
     finally:
-        task._cancel_status = status if outermost is None else current
+        task._cancel_status = innermost
     # Among the task's nurseries, before those the body opened (which close first).
     nurseries: list[Any] = task._child_nurseries
     nurseries.pop()
